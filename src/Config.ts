@@ -1,0 +1,248 @@
+import { Context, Either, ParseResult, Redacted, Schema } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import YAML from "yaml"
+
+/**
+ * The gateway's config file (ARCHITECTURE.md "Config file"): YAML or JSON, any string may be
+ * `env:NAME`, decoded with Schema. Problems are reported one per line, each naming its path.
+ */
+
+const PositiveInt = Schema.Int.pipe(Schema.positive())
+const NonNegativeInt = Schema.Int.pipe(Schema.nonNegative())
+
+export const VariantConfig = Schema.Struct({
+  /** sent upstream as the reasoning effort */
+  reasoningEffort: Schema.optional(Schema.String),
+  /** extra upstream request fields for this variant */
+  params: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+export type VariantConfig = typeof VariantConfig.Type
+
+export const ModelConfig = Schema.Struct({
+  contextLimit: Schema.optional(PositiveInt),
+  variants: Schema.optional(Schema.Record({ key: Schema.String, value: VariantConfig })),
+  /** sampling params this model refuses (wire names: temperature, top_p, top_k, seed, ...) */
+  rejects: Schema.optional(Schema.Array(Schema.String))
+})
+export type ModelConfig = typeof ModelConfig.Type
+
+export const ProviderType = Schema.Literal("openai", "mock")
+export type ProviderType = typeof ProviderType.Type
+
+export const ProviderConfig = Schema.Struct({
+  type: ProviderType,
+  baseUrl: Schema.optional(Schema.String.pipe(Schema.filter((s) => /^https?:\/\/[^\s]+$/.test(s) || "must be an http(s) URL"))),
+  apiKey: Schema.optional(Schema.Redacted(Schema.String)),
+  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  models: Schema.optional(Schema.Record({ key: Schema.String, value: ModelConfig })),
+  /** sampling params no model of this provider takes */
+  rejects: Schema.optional(Schema.Array(Schema.String))
+})
+export type ProviderConfig = typeof ProviderConfig.Type
+
+export const AliasConfig = Schema.Union(
+  Schema.String,
+  Schema.Struct({ targets: Schema.NonEmptyArray(Schema.String) })
+)
+
+export const AppConfig = Schema.Struct({
+  maxChoices: Schema.optional(PositiveInt),
+  onHostedTools: Schema.optional(Schema.Literal("drop", "refuse")),
+  reasoningOutput: Schema.optional(Schema.Boolean),
+  allowedModels: Schema.optional(Schema.Array(Schema.String)),
+  endpoints: Schema.optional(Schema.Struct({ files: Schema.optional(Schema.Boolean) })),
+  sessions: Schema.optional(Schema.Struct({ maxAgeDays: Schema.optional(NonNegativeInt) }))
+})
+export type AppConfig = typeof AppConfig.Type
+
+export const KeyConfig = Schema.Struct({
+  key: Schema.Redacted(Schema.String.pipe(Schema.minLength(8, { message: () => "a key needs at least 8 characters" }))),
+  app: Schema.String.pipe(Schema.pattern(/^[a-z0-9][a-z0-9-]*$/, { message: () => "an app name is lowercase letters, digits and -" }))
+})
+
+export const GatewayConfig = Schema.Struct({
+  listen: Schema.optionalWith(
+    Schema.Struct({
+      host: Schema.optionalWith(Schema.String, { default: () => "127.0.0.1" }),
+      port: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 65535)), { default: () => 4080 }),
+      trustProxy: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+      /** extra Host names accepted besides the listen address (for a public name in front of the gateway) */
+      hosts: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
+    }),
+    { default: () => ({ host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] }) }
+  ),
+  dataDir: Schema.optionalWith(Schema.String, { default: () => "./data" }),
+  adminKey: Schema.optional(Schema.Redacted(Schema.String.pipe(Schema.minLength(8)))),
+  keys: Schema.optionalWith(Schema.Array(KeyConfig), { default: () => [] }),
+  providers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: ProviderConfig }), { default: () => ({}) }),
+  aliases: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AliasConfig }), { default: () => ({}) }),
+  apps: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AppConfig }), { default: () => ({}) }),
+  limits: Schema.optionalWith(
+    Schema.Struct({
+      maxBodyBytes: Schema.optionalWith(PositiveInt, { default: () => 32 * 1024 * 1024 }),
+      maxBodyBytesInFlight: Schema.optionalWith(PositiveInt, { default: () => 256 * 1024 * 1024 }),
+      bodyReadTimeoutMs: Schema.optionalWith(PositiveInt, { default: () => 30_000 }),
+      bodyReadMaxMs: Schema.optionalWith(PositiveInt, { default: () => 300_000 }),
+      apps: Schema.optionalWith(
+        Schema.Record({ key: Schema.String, value: Schema.Struct({ maxBodyBytes: Schema.optional(PositiveInt) }) }),
+        { default: () => ({}) }
+      )
+    }),
+    {
+      default: () => ({
+        maxBodyBytes: 32 * 1024 * 1024,
+        maxBodyBytesInFlight: 256 * 1024 * 1024,
+        bodyReadTimeoutMs: 30_000,
+        bodyReadMaxMs: 300_000,
+        apps: {}
+      })
+    }
+  ),
+  maxTools: Schema.optionalWith(PositiveInt, { default: () => 128 }),
+  maxChoices: Schema.optionalWith(PositiveInt, { default: () => 1 }),
+  requestTimeoutMs: Schema.optionalWith(PositiveInt, { default: () => 600_000 }),
+  concurrency: Schema.optionalWith(PositiveInt, { default: () => 256 }),
+  usage: Schema.optionalWith(Schema.Struct({ enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }) }), {
+    default: () => ({ enabled: true })
+  }),
+  sessions: Schema.optionalWith(Schema.Struct({ maxAgeDays: Schema.optional(NonNegativeInt) }), { default: () => ({}) }),
+  dropUnsupportedParams: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  reasoningOutput: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /** write one JSON log line per request to stdout */
+  accessLog: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  telemetry: Schema.optional(Schema.Struct({ otlpEndpoint: Schema.optional(Schema.String) }))
+})
+export type GatewayConfig = typeof GatewayConfig.Type
+export type GatewayConfigInput = typeof GatewayConfig.Encoded
+
+/** A config that could not be used: one message per problem, each naming its path. */
+export class ConfigProblems {
+  readonly _tag = "ConfigProblems"
+  constructor(readonly problems: ReadonlyArray<string>) {}
+  toString(): string {
+    return this.problems.join("\n")
+  }
+}
+
+/** Replace every `env:NAME` string with the variable's value, collecting the missing ones. */
+export const resolveEnv = (
+  value: unknown,
+  env: Record<string, string | undefined>,
+  at: string,
+  problems: Array<string>
+): unknown => {
+  if (typeof value === "string") {
+    const match = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(value)
+    if (match === null) return value
+    const found = env[match[1]]
+    if (found === undefined || found === "") {
+      problems.push(`${at || "(root)"}: environment variable ${match[1]} is not set`)
+      return value
+    }
+    return found
+  }
+  if (Array.isArray(value)) return value.map((v, i) => resolveEnv(v, env, `${at}.${i}`, problems))
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(value)) out[k] = resolveEnv(v, env, at ? `${at}.${k}` : k, problems)
+    return out
+  }
+  return value
+}
+
+const formatIssues = (error: ParseResult.ParseError): Array<string> =>
+  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => {
+    const where = issue.path.length === 0 ? "(root)" : issue.path.map(String).join(".")
+    const message = issue._tag === "Missing" ? "is required" : issue.message
+    return `${where}: ${message}`
+  })
+
+/** Checks across fields that a schema cannot express. */
+const crossCheck = (config: GatewayConfig): Array<string> => {
+  const problems: Array<string> = []
+  for (const [name, provider] of Object.entries(config.providers)) {
+    if (name.includes("/") || name.includes("#")) problems.push(`providers.${name}: a provider name cannot contain / or #`)
+    if (provider.type !== "mock" && provider.baseUrl === undefined) problems.push(`providers.${name}.baseUrl: is required for type ${provider.type}`)
+  }
+  const targetOk = (target: string) => {
+    const slash = target.indexOf("/")
+    return slash > 0 && config.providers[target.slice(0, slash)] !== undefined
+  }
+  for (const [alias, value] of Object.entries(config.aliases)) {
+    const targets = typeof value === "string" ? [value] : value.targets
+    targets.forEach((target, i) => {
+      const where = typeof value === "string" ? `aliases.${alias}` : `aliases.${alias}.targets.${i}`
+      if (!targetOk(target)) problems.push(`${where}: ${JSON.stringify(target)} does not name a configured provider as <provider>/<model>`)
+      if (target.includes("*") && !alias.includes("*")) problems.push(`${where}: only a glob alias can have * in its target`)
+    })
+    if ((alias.match(/\*/g) ?? []).length > 1) problems.push(`aliases.${alias}: a glob alias may hold one *`)
+  }
+  const keys = new Set<string>()
+  config.keys.forEach((entry, i) => {
+    const k = Redacted.value(entry.key)
+    if (keys.has(k)) problems.push(`keys.${i}.key: the same key is configured twice`)
+    keys.add(k)
+    if (entry.app === "default") problems.push(`keys.${i}.app: "default" is reserved for keyless loopback use`)
+  })
+  for (const name of Object.keys(config.limits.apps)) {
+    if (!config.keys.some((k) => k.app === name)) problems.push(`limits.apps.${name}: no key belongs to app ${name}`)
+  }
+  if (config.limits.bodyReadMaxMs < config.limits.bodyReadTimeoutMs) {
+    problems.push("limits.bodyReadMaxMs: must be at least limits.bodyReadTimeoutMs")
+  }
+  return problems
+}
+
+/** Decode a parsed config document (after `env:` resolution). */
+export const decodeConfig = (
+  document: unknown,
+  env: Record<string, string | undefined> = process.env
+): Either.Either<GatewayConfig, ConfigProblems> => {
+  const problems: Array<string> = []
+  const resolved = resolveEnv(document ?? {}, env, "", problems)
+  if (problems.length > 0) return Either.left(new ConfigProblems(problems))
+  const decoded = Schema.decodeUnknownEither(GatewayConfig, { errors: "all", onExcessProperty: "error" })(resolved)
+  if (Either.isLeft(decoded)) return Either.left(new ConfigProblems(formatIssues(decoded.left)))
+  const cross = crossCheck(decoded.right)
+  return cross.length > 0 ? Either.left(new ConfigProblems(cross)) : Either.right(decoded.right)
+}
+
+/** Parse a config file's text by its extension. */
+export const parseConfigText = (file: string, text: string): Either.Either<unknown, ConfigProblems> => {
+  const ext = path.extname(file).toLowerCase()
+  try {
+    if (ext === ".json") return Either.right(JSON.parse(text))
+    if (ext === ".yaml" || ext === ".yml") {
+      const doc = YAML.parseDocument(text)
+      if (doc.errors.length > 0) return Either.left(new ConfigProblems(doc.errors.map((e) => `${file}: ${e.message.split("\n")[0]}`)))
+      return Either.right(doc.toJS())
+    }
+  } catch (e) {
+    return Either.left(new ConfigProblems([`${file}: not valid JSON (${e instanceof Error ? e.message : String(e)})`]))
+  }
+  return Either.left(new ConfigProblems([`${file}: a config file ends in .yaml, .yml or .json`]))
+}
+
+export const loadConfigFile = (file: string, env: Record<string, string | undefined> = process.env): Either.Either<GatewayConfig, ConfigProblems> => {
+  let text: string
+  try {
+    text = fs.readFileSync(file, "utf8")
+  } catch (e) {
+    return Either.left(new ConfigProblems([`${file}: cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"})`]))
+  }
+  return Either.flatMap(parseConfigText(file, text), (doc) => decodeConfig(doc, env))
+}
+
+/**
+ * The embedded default: 127.0.0.1:4080, data in ./data, the `mock` provider always, plus an
+ * `openai`, `anthropic` or `gemini` provider for each API key found in the environment.
+ */
+export const defaultConfigDocument = (env: Record<string, string | undefined> = process.env): Record<string, unknown> => {
+  const providers: Record<string, unknown> = { mock: { type: "mock" } }
+  if (env.OPENAI_API_KEY) providers.openai = { type: "openai", baseUrl: env.OPENAI_BASE_URL ?? "https://api.openai.com/v1", apiKey: "env:OPENAI_API_KEY" }
+  return { providers, aliases: { default: "mock/echo" } }
+}
+
+/** The decoded config, provided to every service that reads options. */
+export class Settings extends Context.Tag("gateway/Settings")<Settings, GatewayConfig>() {}

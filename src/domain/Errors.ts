@@ -1,0 +1,103 @@
+import { Schema } from "effect"
+
+/**
+ * The gateway's one error union. Every refusal and failure that can reach the wire is one of these;
+ * exactly one renderer per envelope (src/http/Envelopes.ts) turns them into bytes.
+ */
+
+/** What kind of failure this is; each envelope maps a kind to its own type and status names. */
+export const ErrorKind = Schema.Literal(
+  "invalid_request", // 400
+  "authentication", // 401
+  "permission", // 403
+  "not_found", // 404
+  "method_not_allowed", // 405
+  "request_timeout", // 408
+  "payload_too_large", // 413
+  "unsupported_media_type", // 415
+  "rate_limited", // 429
+  "internal", // 500
+  "upstream", // 502 (or the upstream's 503)
+  "unavailable", // 503
+  "overloaded", // provider overload: 529 Messages, 503 elsewhere
+  "timeout" // 504
+)
+export type ErrorKind = typeof ErrorKind.Type
+
+/** A refusal or failure with an HTTP status, a machine code, the field concerned and a safe message. */
+export class GatewayError extends Schema.TaggedError<GatewayError>()("GatewayError", {
+  kind: ErrorKind,
+  status: Schema.Number,
+  code: Schema.String,
+  message: Schema.String,
+  param: Schema.optional(Schema.String),
+  /** seconds, sent as Retry-After */
+  retryAfter: Schema.optional(Schema.Number),
+  /** the connection should be closed after answering (unread body) */
+  closeConnection: Schema.optional(Schema.Boolean)
+}) {}
+
+/** A failure of the upstream provider. `retryable` failures before any output fall back to the next alias target. */
+export class UpstreamError extends Schema.TaggedError<UpstreamError>()("UpstreamError", {
+  reason: Schema.Literal("rate_limited", "overloaded", "unavailable", "server_error", "bad_request", "auth", "connection", "timeout", "bad_response"),
+  /** status the upstream answered, when it answered */
+  upstreamStatus: Schema.optional(Schema.Number),
+  retryAfter: Schema.optional(Schema.Number),
+  provider: Schema.String,
+  /** safe message: never the provider's own text */
+  message: Schema.String
+}) {
+  get retryable(): boolean {
+    return this.reason !== "bad_request" && this.reason !== "auth"
+  }
+}
+
+export type AnyGatewayError = GatewayError | UpstreamError
+
+const make = (kind: ErrorKind, status: number) =>
+  (code: string, message: string, options?: { readonly param?: string; readonly retryAfter?: number; readonly closeConnection?: boolean }) =>
+    new GatewayError({ kind, status, code, message, ...options })
+
+/** Constructors by kind. */
+export const Errors = {
+  invalidRequest: make("invalid_request", 400),
+  authentication: make("authentication", 401),
+  permission: make("permission", 403),
+  notFound: make("not_found", 404),
+  methodNotAllowed: make("method_not_allowed", 405),
+  requestTimeout: make("request_timeout", 408),
+  payloadTooLarge: make("payload_too_large", 413),
+  unsupportedMediaType: make("unsupported_media_type", 415),
+  rateLimited: make("rate_limited", 429),
+  internal: make("internal", 500),
+  upstream: make("upstream", 502),
+  unavailable: make("unavailable", 503),
+  timeout: make("timeout", 504)
+} as const
+
+/** The status and kind an upstream failure is answered with. */
+export const upstreamToGateway = (e: UpstreamError): GatewayError => {
+  const options = e.retryAfter !== undefined ? { retryAfter: e.retryAfter } : undefined
+  switch (e.reason) {
+    case "rate_limited":
+      return Errors.rateLimited("rate_limit_exceeded", `provider ${e.provider} is rate limiting requests`, options)
+    case "overloaded":
+      return new GatewayError({ kind: "overloaded", status: 529, code: "provider_overloaded", message: `provider ${e.provider} is overloaded`, ...options })
+    case "unavailable":
+      return new GatewayError({ kind: "upstream", status: 503, code: "provider_unavailable", message: `provider ${e.provider} is unavailable`, ...options })
+    case "timeout":
+      return Errors.timeout("timeout", `provider ${e.provider} did not answer in time`)
+    case "bad_request":
+      return Errors.invalidRequest("upstream_bad_request", `provider ${e.provider} refused the request${e.upstreamStatus ? ` (status ${e.upstreamStatus})` : ""}`)
+    case "auth":
+      return Errors.upstream("upstream_auth_failed", `provider ${e.provider} refused the gateway's credentials`)
+    case "connection":
+      return Errors.upstream("upstream_unreachable", `provider ${e.provider} could not be reached`)
+    case "server_error":
+      return Errors.upstream("upstream_error", `provider ${e.provider} failed${e.upstreamStatus ? ` (status ${e.upstreamStatus})` : ""}`)
+    case "bad_response":
+      return Errors.upstream("upstream_bad_response", `provider ${e.provider} sent a response the gateway could not read`)
+  }
+}
+
+export const toGatewayError = (e: AnyGatewayError): GatewayError => (e._tag === "GatewayError" ? e : upstreamToGateway(e))

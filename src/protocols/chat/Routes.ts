@@ -1,0 +1,146 @@
+import { HttpServerResponse } from "@effect/platform"
+import { Effect, Stream } from "effect"
+import { Settings } from "../../Config.js"
+import { addUsage, emptyAnswer, emptyUsage, foldEvent, type Answer, type ModelEvent } from "../../domain/Canonical.js"
+import { type GatewayError } from "../../domain/Errors.js"
+import { Ids } from "../../domain/Ids.js"
+import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
+import type { RequestContext, Route } from "../../http/Route.js"
+import { writeStream } from "../../http/Writer.js"
+import { Catalog } from "../../services/Catalog.js"
+import { ModelRunner, type StartedRun } from "../../services/ModelRunner.js"
+import { decodeBody } from "../Decode.js"
+import { decodeChat, decodeCompletion, type DecodedChat } from "./Decode.js"
+import * as Encode from "./Encode.js"
+import { ChatRequest, CompletionRequest } from "./Schema.js"
+
+const decodeChatBody = decodeBody(ChatRequest)
+const decodeCompletionBody = decodeBody(CompletionRequest)
+
+/** Response headers every model answer carries. */
+const answerHeaders = (ctx: RequestContext, runs: ReadonlyArray<StartedRun>): Record<string, string> => {
+  const headers: Record<string, string> = {
+    "x-gateway-request-id": ctx.requestId,
+    "x-gateway-session": runs.map((r) => r.sessionId).join(",")
+  }
+  const dropped = [...new Set(runs.flatMap((r) => r.droppedParams))]
+  if (dropped.length > 0) headers["x-gateway-dropped-params"] = dropped.join(",")
+  return headers
+}
+
+/** Fold a run into its answer, applying the structured-output rules. */
+const answerOf = (run: StartedRun, decoded: DecodedChat): Effect.Effect<{ readonly answer: Answer; readonly fallback: boolean }, GatewayError> =>
+  Stream.runFold(run.events, emptyAnswer, foldEvent).pipe(
+    Effect.flatMap((answer) => {
+      const structured = decoded.request.structured
+      if (structured === undefined) return Effect.succeed({ answer, fallback: false })
+      const resolved = resolveStructured(answer, structured)
+      return resolved._tag === "ok" ? Effect.succeed(resolved.result) : Effect.fail(resolved.error)
+    })
+  )
+
+/** A structured stream holds everything back and sends the resolved answer as one piece. */
+const structuredEvents = (run: StartedRun, decoded: DecodedChat): Stream.Stream<ModelEvent, GatewayError> =>
+  decoded.request.structured === undefined
+    ? run.events
+    : Stream.unwrap(
+        answerOf(run, decoded).pipe(
+          Effect.map(({ answer }) => {
+            const events: Array<ModelEvent> = []
+            if (answer.reasoning !== "") events.push({ _tag: "ReasoningDelta", text: answer.reasoning })
+            if (answer.text !== "") events.push({ _tag: "TextDelta", text: answer.text })
+            for (const call of answer.toolCalls) events.push({ _tag: "ToolCall", call })
+            events.push({ _tag: "Usage", usage: answer.usage }, { _tag: "Finish", reason: answer.finishReason })
+            return Stream.fromIterable(events)
+          })
+        )
+      )
+
+const makeHandler = (legacy: boolean) =>
+  Effect.gen(function* () {
+    const config = yield* Settings
+    const runner = yield* ModelRunner
+    return (ctx: RequestContext) =>
+      Effect.gen(function* () {
+        const body = yield* ctx.json
+        const decoded = legacy
+          ? yield* decodeCompletionBody(body).pipe(Effect.flatMap((wire) => decodeCompletion(wire, { maxChoices: ctx.app.maxChoices })))
+          : yield* decodeChatBody(body).pipe(Effect.flatMap((wire) => decodeChat(wire, { maxChoices: ctx.app.maxChoices, maxTools: config.maxTools })))
+        const model = (body as { model: string }).model
+        const request = withRespondTool(decoded.request)
+        const meta: Encode.ChatMeta = {
+          id: legacy ? Ids.completion() : Ids.chatCompletion(),
+          created: Math.floor(Date.now() / 1000),
+          model,
+          reasoningOutput: ctx.app.reasoningOutput
+        }
+        const start = runner.start({ model, request, app: ctx.app, deadline: ctx.deadline, resolve: reasoningResolve(decoded) })
+        const indexes = Array.from({ length: decoded.n }, (_, i) => i)
+
+        if (!decoded.request.stream) {
+          return yield* Effect.scoped(
+            Effect.gen(function* () {
+              const runs = yield* Effect.forEach(indexes, () => start, { concurrency: "unbounded" })
+              const results = yield* Effect.forEach(runs, (run) => answerOf(run, decoded), { concurrency: "unbounded" })
+              const answers = results.map((r) => r.answer)
+              const usage = answers.reduce((sum, a) => addUsage(sum, a.usage), emptyUsage)
+              const headers = answerHeaders(ctx, runs)
+              if (results.some((r) => r.fallback)) headers["x-gateway-structured-fallback"] = "text"
+              const payload = legacy ? Encode.textCompletionBody(meta, answers, usage) : Encode.chatCompletionBody(meta, answers, usage)
+              return HttpServerResponse.text(JSON.stringify(payload), { contentType: "application/json", headers })
+            })
+          )
+        }
+
+        return yield* Effect.scoped(
+          Effect.gen(function* () {
+            const runs = yield* Effect.forEach(indexes, () => start, { concurrency: "unbounded" })
+            let usage = emptyUsage
+            const perChoice = runs.map((run, index) => {
+              const state = Encode.newChoiceState()
+              return structuredEvents(run, decoded).pipe(
+                Stream.map((event) => {
+                  if (event._tag === "Usage") usage = addUsage(usage, event.usage)
+                  return legacy ? Encode.encodeTextEvent(meta, index, event) : Encode.encodeChatEvent(meta, index, state, event)
+                })
+              )
+            })
+            const tail = Stream.suspend(() =>
+              Stream.make((decoded.includeUsage ? Encode.usageChunk(meta, usage, legacy ? "text_completion" : "chat.completion.chunk") : "") + Encode.doneFrame)
+            )
+            const body = Stream.mergeAll(perChoice, { concurrency: "unbounded" }).pipe(
+              Stream.concat(tail),
+              Stream.catchAll((error) => Stream.make(Encode.errorFrame(error)))
+            )
+            yield* writeStream(ctx.response, 200, { ...answerHeaders(ctx, runs), "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" }, body)
+            return HttpServerResponse.empty()
+          })
+        )
+      })
+  })
+
+const reasoningResolve = (decoded: DecodedChat) =>
+  decoded.request.reasoningEffort !== undefined ? { reasoningEffort: decoded.request.reasoningEffort } : undefined
+
+const modelsHandler = Effect.gen(function* () {
+  const catalog = yield* Catalog
+  return (ctx: RequestContext) =>
+    Effect.sync(() => {
+      const created = 0
+      const data = catalog.list(ctx.app).map((m) => ({ id: m.id, object: "model", created, owned_by: m.ownedBy }))
+      return HttpServerResponse.text(JSON.stringify({ object: "list", data }), { contentType: "application/json" })
+    })
+})
+
+/** Chat-completions routes: `/v1/chat/completions`, `/v1/completions`, `/v1/models`. */
+export const chatRoutes = Effect.gen(function* () {
+  const chat = yield* makeHandler(false)
+  const completions = yield* makeHandler(true)
+  const models = yield* modelsHandler
+  const routes: ReadonlyArray<Route> = [
+    { method: "POST", path: "/v1/chat/completions", auth: "key", handler: chat, label: "chat.completions" },
+    { method: "POST", path: "/v1/completions", auth: "key", handler: completions, label: "completions" },
+    { method: "GET", path: "/v1/models", auth: "key", handler: models, label: "models.list" }
+  ]
+  return routes
+})

@@ -1,0 +1,62 @@
+import { HttpServerResponse } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { Settings } from "../../Config.js"
+import type { RequestContext, Route } from "../../http/Route.js"
+
+/** Readiness: the first missing piece, or undefined when the gateway can serve. */
+const readiness = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const config = yield* Settings
+  return Effect.gen(function* () {
+    const db = yield* sql`SELECT 1 AS ok`.pipe(
+      Effect.as(true),
+      Effect.orElseSucceed(() => false)
+    )
+    if (!db) return "database"
+    if (Object.keys(config.providers).length === 0) return "catalog"
+    return undefined
+  })
+})
+
+const json = (status: number, body: unknown) => HttpServerResponse.text(JSON.stringify(body), { status, contentType: "application/json" })
+
+/** The route table as the discovery page lists it. */
+export interface RouteListing {
+  readonly method: string
+  readonly path: string
+}
+
+/** Probes (`/healthz`, `/readyz`, `/gateway/health`, `/gateway/ready`) and the discovery page `/`. */
+export const probeRoutes = (listing: () => ReadonlyArray<RouteListing>) =>
+  Effect.gen(function* () {
+    const ready = yield* readiness
+    const health = () => Effect.succeed(json(200, { ok: true }))
+    const readyHandler = (_: RequestContext) =>
+      Effect.map(ready, (missing) =>
+        missing === undefined ? json(200, { ready: true }) : json(503, { ready: false, code: "not_ready", detail: `not ready: ${missing}` })
+      )
+    const discovery = (ctx: RequestContext) =>
+      Effect.sync(() => {
+        const routes = listing()
+        const accept = ctx.request.headers["accept"] ?? ""
+        if (accept.includes("text/html")) {
+          const rows = routes.map((r) => `<tr><td>${r.method}</td><td><code>${escapeHtml(r.path)}</code></td></tr>`).join("")
+          return HttpServerResponse.text(
+            `<!doctype html><html><head><meta charset="utf-8"><title>LLM gateway</title></head><body><h1>LLM gateway</h1><table><thead><tr><th>Method</th><th>Path</th></tr></thead><tbody>${rows}</tbody></table></body></html>`,
+            { contentType: "text/html; charset=utf-8" }
+          )
+        }
+        return json(200, { name: "llm-gateway", routes })
+      })
+    const routes: ReadonlyArray<Route> = [
+      { method: "GET", path: "/healthz", auth: "public", handler: health, label: "healthz" },
+      { method: "GET", path: "/readyz", auth: "public", handler: readyHandler, label: "readyz" },
+      { method: "GET", path: "/gateway/health", auth: "public", handler: health, label: "gateway.health" },
+      { method: "GET", path: "/gateway/ready", auth: "public", handler: readyHandler, label: "gateway.ready" },
+      { method: "GET", path: "/", auth: "public", handler: discovery, label: "discovery" }
+    ]
+    return routes
+  })
+
+const escapeHtml = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c] ?? c)

@@ -1,0 +1,146 @@
+import { HttpClient, HttpClientRequest, type HttpClientError, type HttpClientResponse } from "@effect/platform"
+import { Effect, Redacted, Stream } from "effect"
+import type { ProviderConfig } from "../../Config.js"
+import type { ModelEvent } from "../../domain/Canonical.js"
+import { UpstreamError } from "../../domain/Errors.js"
+import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
+import { decodeSse } from "../Sse.js"
+import { buildChatRequest } from "./Request.js"
+import { eventsOfCompletion, finishStream, initialStreamState, readChunk, readInlineError } from "./Response.js"
+
+const overloadText = /overload/i
+
+const retryAfterOf = (response: HttpClientResponse.HttpClientResponse): number | undefined => {
+  const value = response.headers["retry-after"]
+  if (value === undefined) return undefined
+  const seconds = Number(value)
+  if (Number.isFinite(seconds) && seconds >= 0) return Math.ceil(seconds)
+  const date = Date.parse(value)
+  return Number.isNaN(date) ? undefined : Math.max(0, Math.ceil((date - Date.now()) / 1000))
+}
+
+/** Map an upstream HTTP status (and its body text, read only to spot overload) to a typed error. */
+export const statusError = (provider: string, status: number, bodyText: string, retryAfter: number | undefined): UpstreamError => {
+  const base = { provider, upstreamStatus: status, ...(retryAfter !== undefined ? { retryAfter } : {}) }
+  if (status === 429) return new UpstreamError({ ...base, reason: overloadText.test(bodyText) ? "overloaded" : "rate_limited", message: "rate limited" })
+  if (status === 529 || (status >= 500 && overloadText.test(bodyText))) return new UpstreamError({ ...base, reason: "overloaded", message: "overloaded" })
+  if (status === 503) return new UpstreamError({ ...base, reason: "unavailable", message: "unavailable" })
+  if (status === 408 || status === 504) return new UpstreamError({ ...base, reason: "timeout", message: "timeout" })
+  if (status >= 500) return new UpstreamError({ ...base, reason: "server_error", message: "server error" })
+  if (status === 401 || status === 403) return new UpstreamError({ ...base, reason: "auth", message: "credentials refused" })
+  return new UpstreamError({ ...base, reason: "bad_request", message: "request refused" })
+}
+
+const transportError = (provider: string) => (error: HttpClientError.HttpClientError) =>
+  new UpstreamError({
+    provider,
+    reason: error._tag === "ResponseError" ? "bad_response" : "connection",
+    message: error._tag === "ResponseError" ? "the response could not be read" : "the provider could not be reached"
+  })
+
+const parseJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return undefined
+  }
+}
+
+const argumentsAreJson = (events: ReadonlyArray<ModelEvent>) =>
+  events.every((e) => e._tag !== "ToolCall" || parseJson(e.call.arguments) !== undefined)
+
+/**
+ * The `openai` provider type: any OpenAI-compatible chat-completions upstream over HTTP. A
+ * streamed caller gets an SSE upstream call (tool calls assembled and emitted whole); otherwise one
+ * JSON call whose answer is turned into the same events.
+ */
+export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
+  Effect.gen(function* () {
+    const client = yield* HttpClient.HttpClient
+    const baseUrl = (config.baseUrl ?? "").replace(/\/+$/, "")
+    const url = `${baseUrl}/chat/completions`
+    const headers: Record<string, string> = { ...config.headers, accept: "application/json, text/event-stream" }
+    if (config.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(config.apiKey)}`
+    const badResponse = (message: string) => new UpstreamError({ provider: name, reason: "bad_response", message })
+
+    const send = (call: ProviderCall) =>
+      client
+        .execute(
+          HttpClientRequest.post(url, { headers }).pipe(
+            HttpClientRequest.bodyText(JSON.stringify(buildChatRequest(call.target, call.request, baseUrl)), "application/json")
+          )
+        )
+        .pipe(
+          Effect.mapError(transportError(name)),
+          Effect.flatMap((response) =>
+            response.status >= 200 && response.status < 300
+              ? Effect.succeed(response)
+              : response.text.pipe(
+                  Effect.orElseSucceed(() => ""),
+                  Effect.flatMap((text) => Effect.fail(statusError(name, response.status, text, retryAfterOf(response))))
+                )
+          )
+        )
+
+    const inlineError = (value: unknown): UpstreamError | undefined => {
+      const inline = readInlineError(value)
+      if (inline === undefined) return undefined
+      return overloadText.test(inline.message)
+        ? new UpstreamError({ provider: name, reason: "overloaded", message: "overloaded" })
+        : new UpstreamError({ provider: name, reason: "server_error", message: "the provider reported an error" })
+    }
+
+    const json = (call: ProviderCall): Stream.Stream<ModelEvent, UpstreamError> =>
+      Stream.unwrap(
+        send(call).pipe(
+          Effect.flatMap((response) => Effect.mapError(response.text, transportError(name))),
+          Effect.flatMap((text) => {
+            const body = parseJson(text)
+            const error = body === undefined ? badResponse("the answer is not JSON") : inlineError(body)
+            if (error !== undefined) return Effect.fail(error)
+            const events = eventsOfCompletion(body)
+            if (events === undefined) return Effect.fail(badResponse("the answer has no choice"))
+            if (!argumentsAreJson(events)) return Effect.fail(badResponse("a tool call's arguments are not JSON"))
+            return Effect.succeed(Stream.fromIterable(events))
+          })
+        )
+      )
+
+    const sse = (call: ProviderCall): Stream.Stream<ModelEvent, UpstreamError> =>
+      Stream.unwrap(
+        send(call).pipe(
+          Effect.map((response) => {
+            const state = initialStreamState()
+            const frames = decodeSse(Stream.mapError(response.stream, transportError(name)))
+            const body = frames.pipe(
+              Stream.takeWhile(() => !state.done),
+              Stream.mapConcatEffect((frame) => {
+                if (frame.data === "[DONE]") {
+                  state.done = true
+                  return Effect.succeed([])
+                }
+                const chunk = parseJson(frame.data)
+                if (chunk === undefined) return Effect.fail(badResponse("a stream chunk is not JSON"))
+                const error = inlineError(chunk)
+                return error !== undefined ? Effect.fail(error) : Effect.succeed(readChunk(state, chunk))
+              })
+            )
+            const end = Stream.suspend(() => {
+              if (!state.done && state.finish === undefined) return Stream.fail(badResponse("the stream ended before the answer was complete"))
+              const events = finishStream(state)
+              return argumentsAreJson(events) ? Stream.fromIterable(events) : Stream.fail(badResponse("a tool call's arguments are not JSON"))
+            })
+            return Stream.concat(body, end)
+          })
+        )
+      )
+
+    const provider: Provider = { stream: (call) => (call.request.stream ? sse(call) : json(call)) }
+    return provider
+  })
+
+/** Factory for the registry; needs an HttpClient. */
+export const OpenAiProviderFactory = Effect.map(HttpClient.HttpClient, (client): ProviderFactory => ({
+  type: "openai",
+  make: (name, config) => makeOpenAiProvider(name, config).pipe(Effect.provideService(HttpClient.HttpClient, client))
+}))

@@ -1,0 +1,176 @@
+import { Context, Effect, Layer } from "effect"
+import type { GatewayConfig, ModelConfig } from "../Config.js"
+import { Errors, type GatewayError } from "../domain/Errors.js"
+import { globCapture, globMatch, parseModelId, pickVariant, splitProvider } from "../domain/ModelId.js"
+import type { ProviderTarget } from "./ProviderClient.js"
+
+/** The per-app options in force: the app's own, else the global ones. */
+export interface AppSettings {
+  readonly name: string
+  readonly maxChoices: number
+  readonly onHostedTools: "drop" | "refuse"
+  readonly reasoningOutput: boolean
+  readonly allowedModels?: ReadonlyArray<string>
+  readonly filesEnabled: boolean
+  readonly maxAgeDays: number
+  readonly maxBodyBytes: number
+}
+
+/** A requested model id resolved to its targets, in fallback order. */
+export interface ResolvedModel {
+  /** the id as the caller sent it */
+  readonly requested: string
+  readonly targets: ReadonlyArray<ProviderTarget>
+}
+
+export interface ResolveOptions {
+  /** the request's reasoning level; picks a variant when the id carries none */
+  readonly reasoningEffort?: string
+  /** Messages/Gemini rule: a missing level takes the nearest variant above it, or the highest */
+  readonly nearestAbove?: boolean
+}
+
+/** One entry of a model list: a `<provider>/<model>` id or an alias. */
+export interface ModelEntry {
+  readonly id: string
+  readonly ownedBy: string
+  readonly contextLimit?: number
+}
+
+/** Models, aliases (exact and glob), variants and per-app model permissions. */
+export class Catalog extends Context.Tag("gateway/Catalog")<
+  Catalog,
+  {
+    readonly resolve: (model: string, app: AppSettings, options?: ResolveOptions) => Effect.Effect<ResolvedModel, GatewayError>
+    readonly list: (app: AppSettings) => ReadonlyArray<ModelEntry>
+    readonly app: (name: string) => AppSettings
+  }
+>() {
+  static readonly make = (config: GatewayConfig) => {
+    const exactAliases = new Map<string, ReadonlyArray<string>>()
+    const globAliases: Array<{ readonly pattern: string; readonly targets: ReadonlyArray<string> }> = []
+    for (const [name, value] of Object.entries(config.aliases)) {
+      const targets = typeof value === "string" ? [value] : value.targets
+      if (name.includes("*")) globAliases.push({ pattern: name, targets })
+      else exactAliases.set(name, targets)
+    }
+    // the most specific glob (longest literal text) wins
+    globAliases.sort((a, b) => b.pattern.length - a.pattern.length)
+
+    const modelConfig = (provider: string, model: string): ModelConfig | undefined => config.providers[provider]?.models?.[model]
+
+    const appCache = new Map<string, AppSettings>()
+    const app = (name: string): AppSettings => {
+      const cached = appCache.get(name)
+      if (cached !== undefined) return cached
+      const own = config.apps[name] ?? {}
+      const settings: AppSettings = {
+        name,
+        maxChoices: own.maxChoices ?? config.maxChoices,
+        onHostedTools: own.onHostedTools ?? "drop",
+        reasoningOutput: own.reasoningOutput ?? config.reasoningOutput,
+        ...(own.allowedModels !== undefined ? { allowedModels: own.allowedModels } : {}),
+        filesEnabled: own.endpoints?.files ?? true,
+        maxAgeDays: own.sessions?.maxAgeDays || config.sessions.maxAgeDays || 30,
+        maxBodyBytes: Math.min(config.limits.apps[name]?.maxBodyBytes ?? config.limits.maxBodyBytes, config.limits.maxBodyBytes)
+      }
+      appCache.set(name, settings)
+      return settings
+    }
+
+    const toTarget = (
+      requested: string,
+      targetId: string,
+      idVariant: string | undefined,
+      options: ResolveOptions | undefined
+    ): Effect.Effect<ProviderTarget, GatewayError> => {
+      const parsed = parseModelId(targetId)
+      const split = splitProvider(parsed.base)
+      const provider = split === undefined ? undefined : config.providers[split.provider]
+      if (split === undefined || provider === undefined) {
+        return Effect.fail(Errors.notFound("model_not_found", `The model '${requested}' does not exist`, { param: "model" }))
+      }
+      const mc = modelConfig(split.provider, split.model)
+      const variants = Object.keys(mc?.variants ?? {})
+      let variant = idVariant ?? parsed.variant
+      if (variant !== undefined && !variants.includes(variant)) {
+        return Effect.fail(
+          Errors.invalidRequest("invalid_model_variant", `The model '${requested}' has no variant '${variant}'${variants.length ? ` (variants: ${variants.join(", ")})` : ""}`, {
+            param: "model"
+          })
+        )
+      }
+      if (variant === undefined && options?.reasoningEffort !== undefined) {
+        variant = pickVariant(variants, options.reasoningEffort, options.nearestAbove === true)
+      }
+      const variantConfig = variant === undefined ? undefined : mc?.variants?.[variant]
+      return Effect.succeed({
+        provider: split.provider,
+        providerType: provider.type,
+        model: split.model,
+        id: parsed.base,
+        ...(variant !== undefined ? { variant } : {}),
+        ...(variantConfig?.reasoningEffort !== undefined ? { reasoningEffort: variantConfig.reasoningEffort } : {}),
+        ...(variantConfig?.params !== undefined ? { params: variantConfig.params } : {}),
+        ...(mc !== undefined ? { modelConfig: mc } : {})
+      })
+    }
+
+    const allowed = (settings: AppSettings, base: string, targets: ReadonlyArray<ProviderTarget>): boolean => {
+      const patterns = settings.allowedModels
+      if (patterns === undefined) return true
+      if (patterns.some((p) => globMatch(p, base))) return true
+      return targets.every((t) => patterns.some((p) => globMatch(p, t.id)))
+    }
+
+    const targetIdsFor = (base: string): ReadonlyArray<string> | undefined => {
+      const exact = exactAliases.get(base)
+      if (exact !== undefined) return exact
+      for (const glob of globAliases) {
+        const captured = globCapture(glob.pattern, base)
+        if (captured !== undefined) return glob.targets.map((t) => t.replace("*", captured))
+      }
+      const split = splitProvider(base)
+      if (split !== undefined && config.providers[split.provider] !== undefined) return [base]
+      return undefined
+    }
+
+    const resolve = (model: string, settings: AppSettings, options?: ResolveOptions): Effect.Effect<ResolvedModel, GatewayError> => {
+      const { base, variant } = parseModelId(model)
+      const targetIds = targetIdsFor(base)
+      if (targetIds === undefined) {
+        return Effect.fail(Errors.notFound("model_not_found", `The model '${model}' does not exist`, { param: "model" }))
+      }
+      return Effect.forEach(targetIds, (id) => toTarget(model, id, variant, options)).pipe(
+        Effect.filterOrFail(
+          (targets) => allowed(settings, base, targets),
+          () => Errors.permission("model_not_allowed", `The model '${model}' is not available to this key`, { param: "model" })
+        ),
+        Effect.map((targets) => ({ requested: model, targets }))
+      )
+    }
+
+    const list = (settings: AppSettings): ReadonlyArray<ModelEntry> => {
+      const entries: Array<ModelEntry> = []
+      for (const [name, provider] of Object.entries(config.providers)) {
+        for (const [model, mc] of Object.entries(provider.models ?? {})) {
+          entries.push({ id: `${name}/${model}`, ownedBy: name, ...(mc.contextLimit !== undefined ? { contextLimit: mc.contextLimit } : {}) })
+        }
+      }
+      for (const [alias, targets] of exactAliases) {
+        const first = splitProvider(parseModelId(targets[0]).base)
+        const mc = first === undefined ? undefined : modelConfig(first.provider, first.model)
+        entries.push({ id: alias, ownedBy: "gateway", ...(mc?.contextLimit !== undefined ? { contextLimit: mc.contextLimit } : {}) })
+      }
+      return entries.filter((e) => {
+        if (settings.allowedModels === undefined) return true
+        const targets = targetIdsFor(e.id) ?? []
+        return settings.allowedModels.some((p) => globMatch(p, e.id)) || (targets.length > 0 && targets.every((t) => settings.allowedModels!.some((p) => globMatch(p, parseModelId(t).base))))
+      })
+    }
+
+    return Catalog.of({ resolve, list, app })
+  }
+
+  static readonly layer = (config: GatewayConfig) => Layer.sync(Catalog, () => Catalog.make(config))
+}

@@ -1,0 +1,100 @@
+import { Context, Effect, Layer, Option, Scope, Sink, Stream } from "effect"
+import { Settings } from "../Config.js"
+import { samplingParamNames, type CanonicalRequest, type ModelEvent, type Sampling } from "../domain/Canonical.js"
+import { Errors, toGatewayError, type GatewayError, UpstreamError } from "../domain/Errors.js"
+import { Ids } from "../domain/Ids.js"
+import { Catalog, type AppSettings, type ResolveOptions } from "./Catalog.js"
+import { Limits } from "./Limits.js"
+import { ProviderClient, type ProviderTarget } from "./ProviderClient.js"
+
+/** A model call that has produced its first event: nothing has been sent to the client yet. */
+export interface StartedRun {
+  readonly target: ProviderTarget
+  readonly sessionId: string
+  /** sampling params left out because the model does not take them */
+  readonly droppedParams: ReadonlyArray<string>
+  /** every event, the first included; fails with the protocol-neutral GatewayError */
+  readonly events: Stream.Stream<ModelEvent, GatewayError>
+}
+
+export interface RunOptions {
+  readonly model: string
+  readonly request: CanonicalRequest
+  readonly app: AppSettings
+  /** epoch ms by which the call must be finished */
+  readonly deadline: number
+  readonly resolve?: ResolveOptions
+}
+
+/** Which sampling params to leave out for a target, and the request without them. */
+export const dropUnsupported = (
+  request: CanonicalRequest,
+  rejects: ReadonlyArray<string>,
+  enabled: boolean
+): { readonly request: CanonicalRequest; readonly dropped: ReadonlyArray<string> } => {
+  if (!enabled || rejects.length === 0) return { request, dropped: [] }
+  const dropped: Array<string> = []
+  const sampling: Record<string, unknown> = { ...request.sampling }
+  for (const [key, wire] of Object.entries(samplingParamNames)) {
+    if (sampling[key] !== undefined && rejects.includes(wire)) {
+      delete sampling[key]
+      dropped.push(wire)
+    }
+  }
+  return dropped.length === 0 ? { request, dropped } : { request: { ...request, sampling: sampling as Sampling }, dropped }
+}
+
+/**
+ * Runs a canonical request against a model id: resolves aliases, takes a concurrency slot for the
+ * scope's lifetime, drops unsupported params, and falls back to the next alias target when a
+ * retryable failure happens before the first event. Fails before any output as a GatewayError.
+ */
+export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
+  ModelRunner,
+  {
+    readonly start: (options: RunOptions) => Effect.Effect<StartedRun, GatewayError, Scope.Scope>
+  }
+>() {
+  static readonly layer = Layer.effect(
+    ModelRunner,
+    Effect.gen(function* () {
+      const config = yield* Settings
+      const catalog = yield* Catalog
+      const limits = yield* Limits
+      const providers = yield* ProviderClient
+
+      const start = (options: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> =>
+        Effect.gen(function* () {
+          const resolved = yield* catalog.resolve(options.model, options.app, options.resolve)
+          yield* limits.modelSlot
+          const remaining = options.deadline - Date.now()
+          if (remaining <= 0) return yield* Errors.timeout("timeout", `The request ran past ${config.requestTimeoutMs} ms`)
+          const timeout = Errors.timeout("timeout", `The request ran past ${config.requestTimeoutMs} ms`)
+          let lastError: UpstreamError | undefined
+          for (const target of resolved.targets) {
+            const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
+            const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams)
+            const upstream = providers.stream({ target, request }).pipe(
+              Stream.timeoutFail(() => timeout, Math.max(1, options.deadline - Date.now()))
+            )
+            const attempt = yield* Stream.peel(upstream, Sink.head<ModelEvent>()).pipe(Effect.either)
+            if (attempt._tag === "Right") {
+              const [first, rest] = attempt.right
+              const events = Option.match(first, {
+                onNone: () => rest,
+                onSome: (event) => Stream.concat(Stream.make(event), rest)
+              }).pipe(Stream.mapError((e) => toGatewayError(e)))
+              return { target, sessionId: Ids.session(), droppedParams: dropped, events }
+            }
+            const error = attempt.left
+            if (error._tag === "GatewayError") return yield* error
+            if (!error.retryable) return yield* toGatewayError(error)
+            lastError = error
+          }
+          return yield* toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" }))
+        })
+
+      return ModelRunner.of({ start })
+    })
+  )
+}

@@ -1,0 +1,83 @@
+import { Context, Effect, Layer, Stream } from "effect"
+import type { ModelConfig, ProviderConfig, ProviderType } from "../Config.js"
+import type { CanonicalRequest, ModelEvent } from "../domain/Canonical.js"
+import { UpstreamError } from "../domain/Errors.js"
+
+/** One resolved model to call: a configured provider and the model name sent upstream. */
+export interface ProviderTarget {
+  /** key of `providers` in the config */
+  readonly provider: string
+  readonly providerType: ProviderType
+  /** model name passed upstream as written */
+  readonly model: string
+  /** `<provider>/<model>` */
+  readonly id: string
+  readonly variant?: string
+  /** reasoning effort sent upstream (from the variant) */
+  readonly reasoningEffort?: string
+  /** extra upstream request fields (from the variant) */
+  readonly params?: { readonly [key: string]: unknown }
+  readonly modelConfig?: ModelConfig
+}
+
+/** One call of a model: the target and the request as it should reach the provider. */
+export interface ProviderCall {
+  readonly target: ProviderTarget
+  readonly request: CanonicalRequest
+}
+
+/** A configured provider instance. Its stream fails only with `UpstreamError`. */
+export interface Provider {
+  readonly stream: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>
+}
+
+/** Builds a provider instance of one type from its config entry. */
+export interface ProviderFactory {
+  readonly type: ProviderType
+  readonly make: (name: string, config: ProviderConfig) => Effect.Effect<Provider>
+}
+
+/** Registry of provider factories by type; each provider Layer adds one. */
+export class ProviderFactories extends Context.Tag("gateway/ProviderFactories")<
+  ProviderFactories,
+  ReadonlyMap<ProviderType, ProviderFactory>
+>() {}
+
+/** Calls the configured providers. */
+export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
+  ProviderClient,
+  {
+    readonly stream: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>
+  }
+>() {
+  /** Build one instance per configured provider, with the factories in context. */
+  static readonly make = (providers: Readonly<Record<string, ProviderConfig>>) =>
+    Effect.gen(function* () {
+      const factories = yield* ProviderFactories
+      const instances = new Map<string, Provider>()
+      for (const [name, config] of Object.entries(providers)) {
+        const factory = factories.get(config.type)
+        if (factory === undefined) return yield* Effect.dieMessage(`no provider factory for type ${config.type}`)
+        instances.set(name, yield* factory.make(name, config))
+      }
+      return ProviderClient.of({
+        stream: (call) => {
+          const instance = instances.get(call.target.provider)
+          return instance === undefined
+            ? Stream.fail(new UpstreamError({ reason: "bad_request", provider: call.target.provider, message: "provider not configured" }))
+            : instance.stream(call)
+        }
+      })
+    })
+
+  static readonly layer = (providers: Readonly<Record<string, ProviderConfig>>) =>
+    Layer.effect(ProviderClient, ProviderClient.make(providers))
+
+  /** A test double: every call answers with the given function's stream. */
+  static readonly layerTest = (f: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>) =>
+    Layer.succeed(ProviderClient, ProviderClient.of({ stream: f }))
+}
+
+/** Combine factory Layers into the registry. */
+export const factoriesLayer = (factories: ReadonlyArray<ProviderFactory>) =>
+  Layer.succeed(ProviderFactories, new Map(factories.map((f) => [f.type, f])))
