@@ -84,14 +84,14 @@ export interface ServeOptions {
   readonly shutdownGraceMs?: number
 }
 
-/** The whole gateway: services, HTTP server on the configured address, and the edge. */
+/** The whole gateway: services, HTTP server on the configured address, and the edge. Outputs the HttpServer (its bound address). */
 export const gatewayLayer = (config: GatewayConfig, options: ServeOptions = {}) => {
   const nodeServer = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 })
   const serverLayer = NodeHttpServer.layer(() => nodeServer, { host: config.listen.host, port: config.listen.port })
   const services = servicesLayer(config, options.providers)
   const layer = Layer.mergeAll(serveLayer(config), announce, shutdownGrace(nodeServer, options.shutdownGraceMs ?? 10_000)).pipe(
     Layer.provide(services),
-    Layer.provide(serverLayer)
+    Layer.provideMerge(serverLayer)
   )
   // tracing off when no exporter is configured: no spans per request, no trace headers upstream
   return config.telemetry?.otlpEndpoint !== undefined

@@ -239,7 +239,7 @@ export const loadConfigFile = (file: string, env: Record<string, string | undefi
  * `openai`, `anthropic` or `gemini` provider for each API key found in the environment.
  */
 export const defaultConfigDocument = (env: Record<string, string | undefined> = process.env): Record<string, unknown> => {
-  const providers: Record<string, unknown> = { mock: { type: "mock" } }
+  const providers: Record<string, unknown> = { mock: { type: "mock", models: { echo: {} } } }
   if (env.OPENAI_API_KEY) providers.openai = { type: "openai", baseUrl: env.OPENAI_BASE_URL ?? "https://api.openai.com/v1", apiKey: "env:OPENAI_API_KEY" }
   return { providers, aliases: { default: "mock/echo" } }
 }

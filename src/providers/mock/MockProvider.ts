@@ -1,5 +1,5 @@
 import { Chunk, Duration, Effect, Option, Stream } from "effect"
-import type { CanonicalRequest, FinishReason, JsonSchema, Message, ToolCall, Usage } from "../../domain/Canonical.js"
+import type { CanonicalRequest, FinishReason, JsonSchema, Message, ToolCall, ToolResultPart, Usage } from "../../domain/Canonical.js"
 import { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
 import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
@@ -54,6 +54,9 @@ const lastUserText = (request: CanonicalRequest): string => {
   }
   return ""
 }
+
+const toolResultsText = (results: ReadonlyArray<ToolResultPart>): string =>
+  results.map((r) => `${r.name ?? r.callId}: ${r.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("")}`).join("; ")
 
 const isRecord = (u: unknown): u is { readonly [key: string]: unknown } =>
   typeof u === "object" && u !== null && !Array.isArray(u)
@@ -149,7 +152,9 @@ const answerOf = (script: Script, request: CanonicalRequest, structured: boolean
 /** The whole event stream for one call: reasoning, answer text, tool calls, usage, finish. */
 const respond = (provider: string, call: ProviderCall): Stream.Stream<ModelEvent, UpstreamError> => {
   const { request } = call
-  const script = parseScript(lastUserText(request))
+  // after a tool round trip the mock reports the results instead of replaying the user's directives
+  const last = request.messages[request.messages.length - 1]
+  const script = last?.role === "tool" ? { ...parseScript(""), text: `tool results: ${toolResultsText(last.parts)}` } : parseScript(lastUserText(request))
   if (script.error !== undefined && !script.error.after) return Stream.fail(upstreamError(provider, script.error.kind))
 
   const structured = request.structured !== undefined && script.tools.length === 0 && script.answer === undefined && script.chunks === undefined
