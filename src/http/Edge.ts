@@ -104,7 +104,6 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
     const server = yield* HttpServer.HttpServer
     const port = server.address._tag === "TcpAddress" ? server.address.port : 0
     const hosts = allowedHosts(config.listen.host, port, config.listen.hosts)
-    const backstopMs = config.requestTimeoutMs + 2_000
 
     return Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -225,7 +224,6 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
         })
 
       const result = yield* handle.pipe(
-        Effect.timeoutFail({ duration: backstopMs, onTimeout: () => Errors.timeout("timeout", `The request ran past ${config.requestTimeoutMs} ms`) }),
         Effect.map((res) => withIdHeaders(res, requestId, family)),
         Effect.catchAll((e: AnyGatewayError) => Effect.succeed(respondError(toGatewayError(e)))),
         Effect.catchAllDefect((defect) => {

@@ -17,6 +17,14 @@ export interface StartedRun {
   readonly events: Stream.Stream<ModelEvent, GatewayError>
 }
 
+/** A whole model answer for a caller that does not stream: its events, in order. */
+export interface CompletedRun {
+  readonly target: ProviderTarget
+  readonly sessionId: string
+  readonly droppedParams: ReadonlyArray<string>
+  readonly events: ReadonlyArray<ModelEvent>
+}
+
 export interface RunOptions {
   readonly model: string
   readonly request: CanonicalRequest
@@ -53,6 +61,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
   ModelRunner,
   {
     readonly start: (options: RunOptions) => Effect.Effect<StartedRun, GatewayError, Scope.Scope>
+    /** the whole answer at once (same targets, fallbacks and limits as `start`) */
+    readonly complete: (options: RunOptions) => Effect.Effect<CompletedRun, GatewayError>
   }
 >() {
   static readonly layer = Layer.effect(
@@ -62,20 +72,22 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const catalog = yield* Catalog
       const limits = yield* Limits
       const providers = yield* ProviderClient
+      // built only when it happens: constructing an error validates its fields and captures a stack
+      const timeout = () => Errors.timeout("timeout", `The request ran past ${config.requestTimeoutMs} ms`)
 
       const start = (options: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> =>
         Effect.gen(function* () {
           const resolved = yield* catalog.resolve(options.model, options.app, options.resolve)
           yield* limits.modelSlot
           const remaining = options.deadline - Date.now()
-          if (remaining <= 0) return yield* Errors.timeout("timeout", `The request ran past ${config.requestTimeoutMs} ms`)
-          const timeout = Errors.timeout("timeout", `The request ran past ${config.requestTimeoutMs} ms`)
+          if (remaining <= 0) return yield* timeout()
           let lastError: UpstreamError | undefined
           for (const target of resolved.targets) {
             const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
             const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams)
+            // an absolute deadline for the whole call, output included
             const upstream = providers.stream({ target, request }).pipe(
-              Stream.timeoutFail(() => timeout, Math.max(1, options.deadline - Date.now()))
+              Stream.interruptWhen(Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
             )
             const attempt = yield* Stream.peel(upstream, Sink.head<ModelEvent>()).pipe(Effect.either)
             if (attempt._tag === "Right") {
@@ -94,7 +106,32 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           return yield* toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" }))
         })
 
-      return ModelRunner.of({ start })
+      const complete = (options: RunOptions): Effect.Effect<CompletedRun, GatewayError> =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const resolved = yield* catalog.resolve(options.model, options.app, options.resolve)
+            yield* limits.modelSlot
+            const remaining = options.deadline - Date.now()
+            if (remaining <= 0) return yield* timeout()
+            let lastError: UpstreamError | undefined
+            for (const target of resolved.targets) {
+              const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
+              const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams)
+              const attempt = yield* providers.complete({ target, request }).pipe(
+                Effect.timeoutFail({ duration: Math.max(1, options.deadline - Date.now()), onTimeout: timeout }),
+                Effect.either
+              )
+              if (attempt._tag === "Right") return { target, sessionId: Ids.session(), droppedParams: dropped, events: attempt.right }
+              const error = attempt.left
+              if (error._tag === "GatewayError") return yield* error
+              if (!error.retryable) return yield* toGatewayError(error)
+              lastError = error
+            }
+            return yield* toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" }))
+          })
+        )
+
+      return ModelRunner.of({ start, complete })
     })
   )
 }

@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Stream } from "effect"
 import type { ModelConfig, ProviderConfig, ProviderType } from "../Config.js"
 import type { CanonicalRequest, ModelEvent } from "../domain/Canonical.js"
 import { UpstreamError } from "../domain/Errors.js"
@@ -26,10 +26,19 @@ export interface ProviderCall {
   readonly request: CanonicalRequest
 }
 
-/** A configured provider instance. Its stream fails only with `UpstreamError`. */
+/**
+ * A configured provider instance. `stream` yields events as they arrive; `complete` yields the
+ * same events at once for a caller that does not stream (it skips the per-event stream machinery,
+ * which costs far more than the work itself on a short answer). Both fail only with `UpstreamError`.
+ */
 export interface Provider {
   readonly stream: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>
+  readonly complete: (call: ProviderCall) => Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError>
 }
+
+/** `complete` as the collected `stream`, for providers with no cheaper whole-answer call. */
+export const completeFromStream = (stream: Provider["stream"]): Provider["complete"] => (call) =>
+  Effect.map(Stream.runCollect(stream(call)), (chunk) => Chunk.toReadonlyArray(chunk))
 
 /** Builds a provider instance of one type from its config entry. */
 export interface ProviderFactory {
@@ -48,6 +57,7 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
   ProviderClient,
   {
     readonly stream: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>
+    readonly complete: (call: ProviderCall) => Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError>
   }
 >() {
   /** Build one instance per configured provider, with the factories in context. */
@@ -60,12 +70,15 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
         if (factory === undefined) return yield* Effect.dieMessage(`no provider factory for type ${config.type}`)
         instances.set(name, yield* factory.make(name, config))
       }
+      const missing = (call: ProviderCall) => new UpstreamError({ reason: "bad_request", provider: call.target.provider, message: "provider not configured" })
       return ProviderClient.of({
         stream: (call) => {
           const instance = instances.get(call.target.provider)
-          return instance === undefined
-            ? Stream.fail(new UpstreamError({ reason: "bad_request", provider: call.target.provider, message: "provider not configured" }))
-            : instance.stream(call)
+          return instance === undefined ? Stream.fail(missing(call)) : instance.stream(call)
+        },
+        complete: (call) => {
+          const instance = instances.get(call.target.provider)
+          return instance === undefined ? Effect.fail(missing(call)) : instance.complete(call)
         }
       })
     })
@@ -75,7 +88,7 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
 
   /** A test double: every call answers with the given function's stream. */
   static readonly layerTest = (f: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>) =>
-    Layer.succeed(ProviderClient, ProviderClient.of({ stream: f }))
+    Layer.succeed(ProviderClient, ProviderClient.of({ stream: f, complete: completeFromStream(f) }))
 }
 
 /** Combine factory Layers into the registry. */

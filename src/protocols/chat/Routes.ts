@@ -1,7 +1,7 @@
 import { HttpServerResponse } from "@effect/platform"
 import { Effect, Stream } from "effect"
 import { Settings } from "../../Config.js"
-import { addUsage, emptyAnswer, emptyUsage, foldEvent, type Answer, type ModelEvent } from "../../domain/Canonical.js"
+import { addUsage, emptyAnswer, emptyUsage, foldEvent, foldEvents, type Answer, type ModelEvent } from "../../domain/Canonical.js"
 import { type GatewayError } from "../../domain/Errors.js"
 import { Ids } from "../../domain/Ids.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
@@ -18,7 +18,7 @@ const decodeChatBody = decodeBody(ChatRequest)
 const decodeCompletionBody = decodeBody(CompletionRequest)
 
 /** Response headers every model answer carries. */
-const answerHeaders = (ctx: RequestContext, runs: ReadonlyArray<StartedRun>): Record<string, string> => {
+const answerHeaders = (ctx: RequestContext, runs: ReadonlyArray<{ readonly sessionId: string; readonly droppedParams: ReadonlyArray<string> }>): Record<string, string> => {
   const headers: Record<string, string> = {
     "x-gateway-request-id": ctx.requestId,
     "x-gateway-session": runs.map((r) => r.sessionId).join(",")
@@ -28,16 +28,17 @@ const answerHeaders = (ctx: RequestContext, runs: ReadonlyArray<StartedRun>): Re
   return headers
 }
 
-/** Fold a run into its answer, applying the structured-output rules. */
-const answerOf = (run: StartedRun, decoded: DecodedChat): Effect.Effect<{ readonly answer: Answer; readonly fallback: boolean }, GatewayError> =>
-  Stream.runFold(run.events, emptyAnswer, foldEvent).pipe(
-    Effect.flatMap((answer) => {
-      const structured = decoded.request.structured
-      if (structured === undefined) return Effect.succeed({ answer, fallback: false })
-      const resolved = resolveStructured(answer, structured)
-      return resolved._tag === "ok" ? Effect.succeed(resolved.result) : Effect.fail(resolved.error)
-    })
-  )
+/** Apply the structured-output rules to a folded answer. */
+const structuredAnswer = (answer: Answer, decoded: DecodedChat): Effect.Effect<{ readonly answer: Answer; readonly fallback: boolean }, GatewayError> => {
+  const structured = decoded.request.structured
+  if (structured === undefined) return Effect.succeed({ answer, fallback: false })
+  const resolved = resolveStructured(answer, structured)
+  return resolved._tag === "ok" ? Effect.succeed(resolved.result) : Effect.fail(resolved.error)
+}
+
+/** Fold a streamed run into its answer, applying the structured-output rules. */
+const answerOf = (run: StartedRun, decoded: DecodedChat) =>
+  Stream.runFold(run.events, emptyAnswer, foldEvent).pipe(Effect.flatMap((answer) => structuredAnswer(answer, decoded)))
 
 /** A structured stream holds everything back and sends the resolved answer as one piece. */
 const structuredEvents = (run: StartedRun, decoded: DecodedChat): Stream.Stream<ModelEvent, GatewayError> =>
@@ -78,18 +79,16 @@ const makeHandler = (legacy: boolean) =>
         const indexes = Array.from({ length: decoded.n }, (_, i) => i)
 
         if (!decoded.request.stream) {
-          return yield* Effect.scoped(
-            Effect.gen(function* () {
-              const runs = yield* Effect.forEach(indexes, () => start, { concurrency: "unbounded" })
-              const results = yield* Effect.forEach(runs, (run) => answerOf(run, decoded), { concurrency: "unbounded" })
-              const answers = results.map((r) => r.answer)
-              const usage = answers.reduce((sum, a) => addUsage(sum, a.usage), emptyUsage)
-              const headers = answerHeaders(ctx, runs)
-              if (results.some((r) => r.fallback)) headers["x-gateway-structured-fallback"] = "text"
-              const payload = legacy ? Encode.textCompletionBody(meta, answers, usage) : Encode.chatCompletionBody(meta, answers, usage)
-              return HttpServerResponse.text(JSON.stringify(payload), { contentType: "application/json", headers })
-            })
-          )
+          const complete = runner.complete({ model, request, app: ctx.app, deadline: ctx.deadline, resolve: reasoningResolve(decoded) })
+          const runs = yield* Effect.forEach(indexes, () => complete, { concurrency: decoded.n > 1 ? "unbounded" : 1 })
+          const results: Array<{ readonly answer: Answer; readonly fallback: boolean }> = []
+          for (const run of runs) results.push(yield* structuredAnswer(foldEvents(run.events), decoded))
+          const answers = results.map((r) => r.answer)
+          const usage = answers.reduce((sum, a) => addUsage(sum, a.usage), emptyUsage)
+          const headers = answerHeaders(ctx, runs)
+          if (results.some((r) => r.fallback)) headers["x-gateway-structured-fallback"] = "text"
+          const payload = legacy ? Encode.textCompletionBody(meta, answers, usage) : Encode.chatCompletionBody(meta, answers, usage)
+          return HttpServerResponse.text(JSON.stringify(payload), { contentType: "application/json", headers })
         }
 
         return yield* Effect.scoped(

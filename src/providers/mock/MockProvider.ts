@@ -2,7 +2,7 @@ import { Chunk, Duration, Effect, Option, Stream } from "effect"
 import type { CanonicalRequest, FinishReason, JsonSchema, Message, ToolCall, ToolResultPart, Usage } from "../../domain/Canonical.js"
 import { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
-import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
+import { completeFromStream, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
 import { mockErrors, parseScript, type MockErrorKind, type Script } from "./Script.js"
 
 /** Characters (code points) per streamed delta. */
@@ -194,5 +194,8 @@ const respond = (provider: string, call: ProviderCall): Stream.Stream<ModelEvent
  */
 export const MockProviderFactory: ProviderFactory = {
   type: "mock",
-  make: (name) => Effect.succeed<Provider>({ stream: (call) => Stream.suspend(() => respond(name, call)) })
+  make: (name) => {
+    const stream: Provider["stream"] = (call) => Stream.suspend(() => respond(name, call))
+    return Effect.succeed<Provider>({ stream, complete: completeFromStream(stream) })
+  }
 }

@@ -50,9 +50,9 @@ const argumentsAreJson = (events: ReadonlyArray<ModelEvent>) =>
   events.every((e) => e._tag !== "ToolCall" || parseJson(e.call.arguments) !== undefined)
 
 /**
- * The `openai` provider type: any OpenAI-compatible chat-completions upstream over HTTP. A
- * streamed caller gets an SSE upstream call (tool calls assembled and emitted whole); otherwise one
- * JSON call whose answer is turned into the same events.
+ * The `openai` provider type: any OpenAI-compatible chat-completions upstream over HTTP. `stream`
+ * makes an SSE upstream call (tool calls assembled and emitted whole); `complete` makes one JSON
+ * call whose answer is turned into the same events.
  */
 export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
   Effect.gen(function* () {
@@ -90,25 +90,23 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
         : new UpstreamError({ provider: name, reason: "server_error", message: "the provider reported an error" })
     }
 
-    const json = (call: ProviderCall): Stream.Stream<ModelEvent, UpstreamError> =>
-      Stream.unwrap(
-        send(call).pipe(
-          Effect.flatMap((response) => Effect.mapError(response.text, transportError(name))),
-          Effect.flatMap((text) => {
-            const body = parseJson(text)
-            const error = body === undefined ? badResponse("the answer is not JSON") : inlineError(body)
-            if (error !== undefined) return Effect.fail(error)
-            const events = eventsOfCompletion(body)
-            if (events === undefined) return Effect.fail(badResponse("the answer has no choice"))
-            if (!argumentsAreJson(events)) return Effect.fail(badResponse("a tool call's arguments are not JSON"))
-            return Effect.succeed(Stream.fromIterable(events))
-          })
-        )
+    const complete = (call: ProviderCall): Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError> =>
+      send({ ...call, request: { ...call.request, stream: false } }).pipe(
+        Effect.flatMap((response) => Effect.mapError(response.text, transportError(name))),
+        Effect.flatMap((text) => {
+          const body = parseJson(text)
+          const error = body === undefined ? badResponse("the answer is not JSON") : inlineError(body)
+          if (error !== undefined) return Effect.fail(error)
+          const events = eventsOfCompletion(body)
+          if (events === undefined) return Effect.fail(badResponse("the answer has no choice"))
+          if (!argumentsAreJson(events)) return Effect.fail(badResponse("a tool call's arguments are not JSON"))
+          return Effect.succeed(events)
+        })
       )
 
     const sse = (call: ProviderCall): Stream.Stream<ModelEvent, UpstreamError> =>
       Stream.unwrap(
-        send(call).pipe(
+        send({ ...call, request: { ...call.request, stream: true } }).pipe(
           Effect.map((response) => {
             const state = initialStreamState()
             const frames = decodeSse(Stream.mapError(response.stream, transportError(name)))
@@ -135,7 +133,7 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
         )
       )
 
-    const provider: Provider = { stream: (call) => (call.request.stream ? sse(call) : json(call)) }
+    const provider: Provider = { stream: sse, complete }
     return provider
   })
 
