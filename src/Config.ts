@@ -8,22 +8,23 @@ import YAML from "yaml"
  * `env:NAME`, decoded with Schema. Problems are reported one per line, each naming its path.
  */
 
+const optionalExact = <S extends Schema.Schema.All>(s: S) => Schema.optionalWith(s, { exact: true })
 const PositiveInt = Schema.Int.pipe(Schema.positive())
 const NonNegativeInt = Schema.Int.pipe(Schema.nonNegative())
 
 export const VariantConfig = Schema.Struct({
   /** sent upstream as the reasoning effort */
-  reasoningEffort: Schema.optional(Schema.String),
+  reasoningEffort: optionalExact(Schema.String),
   /** extra upstream request fields for this variant */
-  params: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  params: optionalExact(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 export type VariantConfig = typeof VariantConfig.Type
 
 export const ModelConfig = Schema.Struct({
-  contextLimit: Schema.optional(PositiveInt),
-  variants: Schema.optional(Schema.Record({ key: Schema.String, value: VariantConfig })),
+  contextLimit: optionalExact(PositiveInt),
+  variants: optionalExact(Schema.Record({ key: Schema.String, value: VariantConfig })),
   /** sampling params this model refuses (wire names: temperature, top_p, top_k, seed, ...) */
-  rejects: Schema.optional(Schema.Array(Schema.String))
+  rejects: optionalExact(Schema.Array(Schema.String))
 })
 export type ModelConfig = typeof ModelConfig.Type
 
@@ -32,12 +33,12 @@ export type ProviderType = typeof ProviderType.Type
 
 export const ProviderConfig = Schema.Struct({
   type: ProviderType,
-  baseUrl: Schema.optional(Schema.String.pipe(Schema.filter((s) => /^https?:\/\/[^\s]+$/.test(s) || "must be an http(s) URL"))),
-  apiKey: Schema.optional(Schema.Redacted(Schema.String)),
-  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
-  models: Schema.optional(Schema.Record({ key: Schema.String, value: ModelConfig })),
+  baseUrl: optionalExact(Schema.String.pipe(Schema.filter((s) => /^https?:\/\/[^\s]+$/.test(s) || "must be an http(s) URL"))),
+  apiKey: optionalExact(Schema.Redacted(Schema.String)),
+  headers: optionalExact(Schema.Record({ key: Schema.String, value: Schema.String })),
+  models: optionalExact(Schema.Record({ key: Schema.String, value: ModelConfig })),
   /** sampling params no model of this provider takes */
-  rejects: Schema.optional(Schema.Array(Schema.String))
+  rejects: optionalExact(Schema.Array(Schema.String))
 })
 export type ProviderConfig = typeof ProviderConfig.Type
 
@@ -47,12 +48,12 @@ export const AliasConfig = Schema.Union(
 )
 
 export const AppConfig = Schema.Struct({
-  maxChoices: Schema.optional(PositiveInt),
-  onHostedTools: Schema.optional(Schema.Literal("drop", "refuse")),
-  reasoningOutput: Schema.optional(Schema.Boolean),
-  allowedModels: Schema.optional(Schema.Array(Schema.String)),
-  endpoints: Schema.optional(Schema.Struct({ files: Schema.optional(Schema.Boolean) })),
-  sessions: Schema.optional(Schema.Struct({ maxAgeDays: Schema.optional(NonNegativeInt) }))
+  maxChoices: optionalExact(PositiveInt),
+  onHostedTools: optionalExact(Schema.Literal("drop", "refuse")),
+  reasoningOutput: optionalExact(Schema.Boolean),
+  allowedModels: optionalExact(Schema.Array(Schema.String)),
+  endpoints: optionalExact(Schema.Struct({ files: optionalExact(Schema.Boolean) })),
+  sessions: optionalExact(Schema.Struct({ maxAgeDays: optionalExact(NonNegativeInt) }))
 })
 export type AppConfig = typeof AppConfig.Type
 
@@ -64,32 +65,33 @@ export const KeyConfig = Schema.Struct({
 export const GatewayConfig = Schema.Struct({
   listen: Schema.optionalWith(
     Schema.Struct({
-      host: Schema.optionalWith(Schema.String, { default: () => "127.0.0.1" }),
-      port: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 65535)), { default: () => 4080 }),
-      trustProxy: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+      host: Schema.optionalWith(Schema.String, { exact: true, default: () => "127.0.0.1" }),
+      port: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 65535)), { exact: true, default: () => 4080 }),
+      trustProxy: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => false }),
       /** extra Host names accepted besides the listen address (for a public name in front of the gateway) */
-      hosts: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
+      hosts: Schema.optionalWith(Schema.Array(Schema.String), { exact: true, default: () => [] })
     }),
-    { default: () => ({ host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] }) }
+    { exact: true, default: () => ({ host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] }) }
   ),
-  dataDir: Schema.optionalWith(Schema.String, { default: () => "./data" }),
-  adminKey: Schema.optional(Schema.Redacted(Schema.String.pipe(Schema.minLength(8)))),
-  keys: Schema.optionalWith(Schema.Array(KeyConfig), { default: () => [] }),
-  providers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: ProviderConfig }), { default: () => ({}) }),
-  aliases: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AliasConfig }), { default: () => ({}) }),
-  apps: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AppConfig }), { default: () => ({}) }),
+  dataDir: Schema.optionalWith(Schema.String, { exact: true, default: () => "./data" }),
+  adminKey: optionalExact(Schema.Redacted(Schema.String.pipe(Schema.minLength(8, { message: () => "the admin key needs at least 8 characters" })))),
+  keys: Schema.optionalWith(Schema.Array(KeyConfig), { exact: true, default: () => [] }),
+  providers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: ProviderConfig }), { exact: true, default: () => ({}) }),
+  aliases: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AliasConfig }), { exact: true, default: () => ({}) }),
+  apps: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AppConfig }), { exact: true, default: () => ({}) }),
   limits: Schema.optionalWith(
     Schema.Struct({
-      maxBodyBytes: Schema.optionalWith(PositiveInt, { default: () => 32 * 1024 * 1024 }),
-      maxBodyBytesInFlight: Schema.optionalWith(PositiveInt, { default: () => 256 * 1024 * 1024 }),
-      bodyReadTimeoutMs: Schema.optionalWith(PositiveInt, { default: () => 30_000 }),
-      bodyReadMaxMs: Schema.optionalWith(PositiveInt, { default: () => 300_000 }),
+      maxBodyBytes: Schema.optionalWith(PositiveInt, { exact: true, default: () => 32 * 1024 * 1024 }),
+      maxBodyBytesInFlight: Schema.optionalWith(PositiveInt, { exact: true, default: () => 256 * 1024 * 1024 }),
+      bodyReadTimeoutMs: Schema.optionalWith(PositiveInt, { exact: true, default: () => 30_000 }),
+      bodyReadMaxMs: Schema.optionalWith(PositiveInt, { exact: true, default: () => 300_000 }),
       apps: Schema.optionalWith(
-        Schema.Record({ key: Schema.String, value: Schema.Struct({ maxBodyBytes: Schema.optional(PositiveInt) }) }),
-        { default: () => ({}) }
+        Schema.Record({ key: Schema.String, value: Schema.Struct({ maxBodyBytes: optionalExact(PositiveInt) }) }),
+        { exact: true, default: () => ({}) }
       )
     }),
     {
+      exact: true,
       default: () => ({
         maxBodyBytes: 32 * 1024 * 1024,
         maxBodyBytesInFlight: 256 * 1024 * 1024,
@@ -99,19 +101,19 @@ export const GatewayConfig = Schema.Struct({
       })
     }
   ),
-  maxTools: Schema.optionalWith(PositiveInt, { default: () => 128 }),
-  maxChoices: Schema.optionalWith(PositiveInt, { default: () => 1 }),
-  requestTimeoutMs: Schema.optionalWith(PositiveInt, { default: () => 600_000 }),
-  concurrency: Schema.optionalWith(PositiveInt, { default: () => 256 }),
-  usage: Schema.optionalWith(Schema.Struct({ enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }) }), {
-    default: () => ({ enabled: true })
+  maxTools: Schema.optionalWith(PositiveInt, { exact: true, default: () => 128 }),
+  maxChoices: Schema.optionalWith(PositiveInt, { exact: true, default: () => 1 }),
+  requestTimeoutMs: Schema.optionalWith(PositiveInt, { exact: true, default: () => 600_000 }),
+  concurrency: Schema.optionalWith(PositiveInt, { exact: true, default: () => 256 }),
+  usage: Schema.optionalWith(Schema.Struct({ enabled: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }) }), {
+    exact: true, default: () => ({ enabled: true })
   }),
-  sessions: Schema.optionalWith(Schema.Struct({ maxAgeDays: Schema.optional(NonNegativeInt) }), { default: () => ({}) }),
-  dropUnsupportedParams: Schema.optionalWith(Schema.Boolean, { default: () => true }),
-  reasoningOutput: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  sessions: Schema.optionalWith(Schema.Struct({ maxAgeDays: optionalExact(NonNegativeInt) }), { exact: true, default: () => ({}) }),
+  dropUnsupportedParams: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }),
+  reasoningOutput: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => false }),
   /** write one JSON log line per request to stdout */
-  accessLog: Schema.optionalWith(Schema.Boolean, { default: () => true }),
-  telemetry: Schema.optional(Schema.Struct({ otlpEndpoint: Schema.optional(Schema.String) }))
+  accessLog: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }),
+  telemetry: optionalExact(Schema.Struct({ otlpEndpoint: optionalExact(Schema.String) }))
 })
 export type GatewayConfig = typeof GatewayConfig.Type
 export type GatewayConfigInput = typeof GatewayConfig.Encoded
@@ -151,12 +153,22 @@ export const resolveEnv = (
   return value
 }
 
-const formatIssues = (error: ParseResult.ParseError): Array<string> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => {
+const formatIssues = (error: ParseResult.ParseError): Array<string> => {
+  // a union (Literal("a", "b")) reports one issue per member: one line per path instead
+  const byPath = new Map<string, Array<string>>()
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
     const where = issue.path.length === 0 ? "(root)" : issue.path.map(String).join(".")
     const message = issue._tag === "Missing" ? "is required" : issue.message
-    return `${where}: ${message}`
+    byPath.set(where, [...(byPath.get(where) ?? []), message])
+  }
+  return [...byPath].map(([where, messages]) => {
+    const expected = messages.map((m) => /^Expected (.+), actual (.+)$/.exec(m))
+    if (messages.length > 1 && expected.every((m) => m !== null)) {
+      return `${where}: Expected ${expected.map((m) => m![1]).join(" | ")}, actual ${expected[0]![2]}`
+    }
+    return `${where}: ${messages.join("; ")}`
   })
+}
 
 /** Checks across fields that a schema cannot express. */
 const crossCheck = (config: GatewayConfig): Array<string> => {
@@ -201,9 +213,12 @@ export const decodeConfig = (
 ): Either.Either<GatewayConfig, ConfigProblems> => {
   const problems: Array<string> = []
   const resolved = resolveEnv(document ?? {}, env, "", problems)
-  if (problems.length > 0) return Either.left(new ConfigProblems(problems))
   const decoded = Schema.decodeUnknownEither(GatewayConfig, { errors: "all", onExcessProperty: "error" })(resolved)
-  if (Either.isLeft(decoded)) return Either.left(new ConfigProblems(formatIssues(decoded.left)))
+  if (Either.isLeft(decoded) || problems.length > 0) {
+    const envPaths = problems.map((p) => p.slice(0, p.indexOf(": ")))
+    const schema = Either.isLeft(decoded) ? formatIssues(decoded.left).filter((l) => !envPaths.includes(l.slice(0, l.indexOf(": ")))) : []
+    return Either.left(new ConfigProblems([...problems, ...schema]))
+  }
   const cross = crossCheck(decoded.right)
   return cross.length > 0 ? Either.left(new ConfigProblems(cross)) : Either.right(decoded.right)
 }

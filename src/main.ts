@@ -1,5 +1,5 @@
 import { NodeRuntime } from "@effect/platform-node"
-import { Either, Layer } from "effect"
+import { Cause, Effect, Either, Layer } from "effect"
 import { parseArgs } from "node:util"
 import { gatewayLayer } from "./App.js"
 import { decodeConfig, defaultConfigDocument, loadConfigFile, type GatewayConfig } from "./Config.js"
@@ -32,4 +32,18 @@ if (Either.isLeft(loaded)) fail(loaded.left.problems)
 const decoded = (loaded as Either.Right<never, GatewayConfig>).right
 const config: GatewayConfig = options.port === undefined ? decoded : { ...decoded, listen: { ...decoded.listen, port: options.port } }
 
-Layer.launch(gatewayLayer(config)).pipe(NodeRuntime.runMain({ disableErrorReporting: false }))
+const reason = (u: unknown): string => {
+  let e: unknown = u
+  while (e instanceof Error && e.cause !== undefined) e = e.cause
+  return e instanceof Error ? e.message : String(e)
+}
+
+Layer.launch(gatewayLayer(config)).pipe(
+  // a start failure (port in use, data dir not writable): one plain line on stderr, exit 1
+  Effect.tapErrorCause((cause) =>
+    Cause.isInterruptedOnly(cause)
+      ? Effect.void
+      : Effect.sync(() => process.stderr.write(`cannot serve on ${config.listen.host}:${config.listen.port}: ${reason(Cause.squash(cause))}\n`))
+  ),
+  NodeRuntime.runMain({ disableErrorReporting: true })
+)

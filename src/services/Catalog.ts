@@ -123,15 +123,16 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
       return targets.every((t) => patterns.some((p) => globMatch(p, t.id)))
     }
 
+    // an exact alias, then a configured `<provider>/<model>`, then the most specific glob alias
     const targetIdsFor = (base: string): ReadonlyArray<string> | undefined => {
       const exact = exactAliases.get(base)
       if (exact !== undefined) return exact
-      for (const glob of globAliases) {
-        const captured = globCapture(glob.pattern, base)
-        if (captured !== undefined) return glob.targets.map((t) => t.replace("*", captured))
-      }
       const split = splitProvider(base)
       if (split !== undefined && config.providers[split.provider] !== undefined) return [base]
+      for (const glob of globAliases) {
+        const captured = globCapture(glob.pattern, base)
+        if (captured !== undefined) return glob.targets.map((t) => t.replace("*", () => captured))
+      }
       return undefined
     }
 

@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Option, Scope, Sink, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Scope, Stream } from "effect"
 import { Settings } from "../Config.js"
 import { samplingParamNames, type CanonicalRequest, type ModelEvent, type Sampling } from "../domain/Canonical.js"
 import { Errors, toGatewayError, type GatewayError, UpstreamError } from "../domain/Errors.js"
@@ -33,6 +33,13 @@ export interface RunOptions {
   readonly deadline: number
   readonly resolve?: ResolveOptions
 }
+
+/** The first non-empty chunk of a pull (empty at the end of the stream), failing with the stream's error. */
+const firstChunk = <E>(pull: Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Option<E>>): Effect.Effect<Chunk.Chunk<ModelEvent>, E> =>
+  Effect.matchEffect(pull, {
+    onFailure: (e) => Option.match(e, { onNone: () => Effect.succeed(Chunk.empty<ModelEvent>()), onSome: (error) => Effect.fail(error) }),
+    onSuccess: (chunk) => (Chunk.isEmpty(chunk) ? firstChunk(pull) : Effect.succeed(chunk))
+  })
 
 /** Which sampling params to leave out for a target, and the request without them. */
 export const dropUnsupported = (
@@ -89,13 +96,13 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             const upstream = providers.stream({ target, request }).pipe(
               Stream.interruptWhen(Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
             )
-            const attempt = yield* Stream.peel(upstream, Sink.head<ModelEvent>()).pipe(Effect.either)
+            // pull up to the first non-empty chunk: failing here may still fall back to the next target
+            const pull = yield* Stream.toPull(upstream)
+            const attempt = yield* firstChunk(pull).pipe(Effect.either)
             if (attempt._tag === "Right") {
-              const [first, rest] = attempt.right
-              const events = Option.match(first, {
-                onNone: () => rest,
-                onSome: (event) => Stream.concat(Stream.make(event), rest)
-              }).pipe(Stream.mapError((e) => toGatewayError(e)))
+              const events = Stream.concat(Stream.fromChunk(attempt.right), Stream.repeatEffectChunkOption(pull)).pipe(
+                Stream.mapError((e) => toGatewayError(e))
+              )
               return { target, sessionId: Ids.session(), droppedParams: dropped, events }
             }
             const error = attempt.left

@@ -1,0 +1,503 @@
+import { Either, Redacted } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { decodeConfig, defaultConfigDocument, loadConfigFile, parseConfigText, type ConfigProblems, type GatewayConfig } from "../../src/Config.js"
+
+/** The decoded config, or a thrown error listing the problems. */
+const ok = (result: Either.Either<GatewayConfig, ConfigProblems>): GatewayConfig => {
+  if (Either.isLeft(result)) throw new Error(`expected a valid config, got:\n${result.left.problems.join("\n")}`)
+  return result.right
+}
+
+/** The problems, or a thrown error when the config was accepted. */
+const problemsOf = <A>(result: Either.Either<A, ConfigProblems>): ReadonlyArray<string> => {
+  if (Either.isRight(result)) throw new Error(`expected config problems, got a value: ${JSON.stringify(result.right)}`)
+  return result.left.problems
+}
+
+/** Every problem line names its path first: `a.b.c: message`. */
+const pathOf = (line: string): string => line.slice(0, line.indexOf(": "))
+
+/** Assert that each expected path has a problem and nothing else was reported (one problem, one line). */
+const expectExactlyPaths = (problems: ReadonlyArray<string>, paths: ReadonlyArray<string>) => {
+  for (const line of problems) expect(line, `problem line ${JSON.stringify(line)}`).toMatch(/^[^\s:]+: \S/)
+  expect([...problems.map(pathOf)].sort(), problems.join("\n")).toEqual([...paths].sort())
+}
+
+const fullYaml = `
+listen: { host: 127.0.0.1, port: 4080, trustProxy: false }
+dataDir: ./data
+adminKey: env:GATEWAY_ADMIN_KEY
+keys:                                   # configured keys; one app may have several
+  - { key: env:TEAM_A_KEY, app: team-a }
+  - { key: literal-key-team-a-2, app: team-a }
+providers:
+  openai:
+    type: openai
+    baseUrl: https://api.openai.com/v1
+    apiKey: env:OPENAI_API_KEY
+    headers: { x-extra: "1" }
+    models:
+      gpt-5-mini:
+        contextLimit: 400000
+        variants: { low: { reasoningEffort: low }, high: { reasoningEffort: high } }
+        rejects: [top_k]
+  router:
+    type: openai
+    baseUrl: https://openrouter.ai/api/v1
+    apiKey: env:ROUTER_KEY
+  mock:
+    type: mock
+aliases:
+  fast: openai/gpt-5-mini
+  smart: { targets: [router/anthropic/claude-sonnet-4-5, openai/gpt-5] }
+  "claude-*": router/anthropic/*
+apps:
+  team-a:
+    maxChoices: 4
+    onHostedTools: drop
+    reasoningOutput: false
+    allowedModels: ["openai/*", fast]
+    endpoints: { files: true }
+    sessions: { maxAgeDays: 30 }
+limits:
+  maxBodyBytes: 33554432
+  maxBodyBytesInFlight: 268435456
+  bodyReadTimeoutMs: 30000
+  bodyReadMaxMs: 300000
+  apps: { team-a: { maxBodyBytes: 8388608 } }
+maxTools: 128
+maxChoices: 1
+requestTimeoutMs: 600000
+concurrency: 256
+usage: { enabled: true }
+sessions: { maxAgeDays: 30 }
+dropUnsupportedParams: true
+reasoningOutput: false
+telemetry: { otlpEndpoint: http://127.0.0.1:4318 }
+`
+
+const secrets = {
+  GATEWAY_ADMIN_KEY: "admin-secret-0123456789",
+  TEAM_A_KEY: "team-a-secret-0123456789",
+  OPENAI_API_KEY: "sk-openai-secret-0123456789",
+  ROUTER_KEY: "sk-or-secret-0123456789"
+}
+
+const parseYaml = (text: string, file = "gateway.yaml"): unknown => {
+  const parsed = parseConfigText(file, text)
+  if (Either.isLeft(parsed)) throw new Error(parsed.left.problems.join("\n"))
+  return parsed.right
+}
+
+describe("decodeConfig: a full config", () => {
+  it("decodes the ARCHITECTURE.md example (openai and mock providers)", () => {
+    const config = ok(decodeConfig(parseYaml(fullYaml), secrets))
+    expect(config.listen).toEqual({ host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] })
+    expect(config.dataDir).toBe("./data")
+    expect(Redacted.value(config.adminKey!)).toBe(secrets.GATEWAY_ADMIN_KEY)
+    expect(config.keys.map((k) => [Redacted.value(k.key), k.app])).toEqual([
+      [secrets.TEAM_A_KEY, "team-a"],
+      ["literal-key-team-a-2", "team-a"]
+    ])
+    expect(Object.keys(config.providers).sort()).toEqual(["mock", "openai", "router"])
+    const openai = config.providers.openai
+    expect(openai.type).toBe("openai")
+    expect(openai.baseUrl).toBe("https://api.openai.com/v1")
+    expect(Redacted.value(openai.apiKey!)).toBe(secrets.OPENAI_API_KEY)
+    expect(openai.headers).toEqual({ "x-extra": "1" })
+    expect(openai.models?.["gpt-5-mini"]).toEqual({
+      contextLimit: 400000,
+      variants: { low: { reasoningEffort: "low" }, high: { reasoningEffort: "high" } },
+      rejects: ["top_k"]
+    })
+    expect(config.aliases).toEqual({
+      fast: "openai/gpt-5-mini",
+      smart: { targets: ["router/anthropic/claude-sonnet-4-5", "openai/gpt-5"] },
+      "claude-*": "router/anthropic/*"
+    })
+    expect(config.apps["team-a"]).toEqual({
+      maxChoices: 4,
+      onHostedTools: "drop",
+      reasoningOutput: false,
+      allowedModels: ["openai/*", "fast"],
+      endpoints: { files: true },
+      sessions: { maxAgeDays: 30 }
+    })
+    expect(config.limits).toEqual({
+      maxBodyBytes: 33554432,
+      maxBodyBytesInFlight: 268435456,
+      bodyReadTimeoutMs: 30000,
+      bodyReadMaxMs: 300000,
+      apps: { "team-a": { maxBodyBytes: 8388608 } }
+    })
+    expect(config.telemetry).toEqual({ otlpEndpoint: "http://127.0.0.1:4318" })
+    expect(config.accessLog).toBe(true)
+  })
+
+  it("fills in every default for an empty document (and for null / undefined)", () => {
+    const expected = {
+      listen: { host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] },
+      dataDir: "./data",
+      keys: [],
+      providers: {},
+      aliases: {},
+      apps: {},
+      limits: {
+        maxBodyBytes: 32 * 1024 * 1024,
+        maxBodyBytesInFlight: 256 * 1024 * 1024,
+        bodyReadTimeoutMs: 30_000,
+        bodyReadMaxMs: 300_000,
+        apps: {}
+      },
+      maxTools: 128,
+      maxChoices: 1,
+      requestTimeoutMs: 600_000,
+      concurrency: 256,
+      usage: { enabled: true },
+      sessions: {},
+      dropUnsupportedParams: true,
+      reasoningOutput: false,
+      accessLog: true
+    }
+    expect(ok(decodeConfig({}, {}))).toEqual(expected)
+    expect(ok(decodeConfig(null, {}))).toEqual(expected)
+    expect(ok(decodeConfig(undefined, {}))).toEqual(expected)
+    // an empty YAML file is a valid (all-default) config
+    expect(ok(decodeConfig(parseYaml(""), {}))).toEqual(expected)
+  })
+
+  it("fills in defaults inside a partly given section", () => {
+    const config = ok(decodeConfig({ listen: { port: 0 }, limits: { maxBodyBytes: 1024 }, usage: {} }, {}))
+    expect(config.listen).toEqual({ host: "127.0.0.1", port: 0, trustProxy: false, hosts: [] })
+    expect(config.limits).toEqual({
+      maxBodyBytes: 1024,
+      maxBodyBytesInFlight: 256 * 1024 * 1024,
+      bodyReadTimeoutMs: 30_000,
+      bodyReadMaxMs: 300_000,
+      apps: {}
+    })
+    expect(config.usage).toEqual({ enabled: true })
+    expect(config.maxTools).toBe(128)
+    expect(config.concurrency).toBe(256)
+  })
+})
+
+describe("decodeConfig: env:NAME", () => {
+  it("resolves env: strings anywhere: nested objects, arrays, record keys' values", () => {
+    const env = { HOST: "127.0.0.2", DIR: "/var/lib/gw", KEY1: "k1-0123456789", APP: "team-b", URL: "http://10.0.0.1:8000/v1", H: "hv", M: "openai/gpt-x", P: "top_p" }
+    const config = ok(
+      decodeConfig(
+        {
+          listen: { host: "env:HOST" },
+          dataDir: "env:DIR",
+          keys: [{ key: "env:KEY1", app: "env:APP" }],
+          providers: { openai: { type: "openai", baseUrl: "env:URL", headers: { "x-h": "env:H" }, models: { m: { rejects: ["top_k", "env:P"] } } } },
+          aliases: { a: "env:M", b: { targets: ["openai/y", "env:M"] } },
+          apps: { "team-b": { allowedModels: ["env:M"] } }
+        },
+        env
+      )
+    )
+    expect(config.listen.host).toBe("127.0.0.2")
+    expect(config.dataDir).toBe("/var/lib/gw")
+    expect(Redacted.value(config.keys[0].key)).toBe("k1-0123456789")
+    expect(config.keys[0].app).toBe("team-b")
+    expect(config.providers.openai.baseUrl).toBe("http://10.0.0.1:8000/v1")
+    expect(config.providers.openai.headers).toEqual({ "x-h": "hv" })
+    expect(config.providers.openai.models?.m.rejects).toEqual(["top_k", "top_p"])
+    expect(config.aliases).toEqual({ a: "openai/gpt-x", b: { targets: ["openai/y", "openai/gpt-x"] } })
+    expect(config.apps["team-b"].allowedModels).toEqual(["openai/gpt-x"])
+  })
+
+  it("leaves strings that only look similar alone", () => {
+    const config = ok(
+      decodeConfig({ providers: { mock: { type: "mock", headers: { a: "env:", b: "xenv:A", c: "env:A B", d: "ENV:A" } } } }, { A: "resolved" })
+    )
+    expect(config.providers.mock.headers).toEqual({ a: "env:", b: "xenv:A", c: "env:A B", d: "ENV:A" })
+  })
+
+  it("a missing variable is a problem naming its path", () => {
+    const problems = problemsOf(
+      decodeConfig({ providers: { openai: { type: "openai", baseUrl: "https://api.openai.com/v1", apiKey: "env:X" } } }, {})
+    )
+    expect(problems).toEqual(["providers.openai.apiKey: environment variable X is not set"])
+  })
+
+  it("an empty variable counts as missing", () => {
+    expect(problemsOf(decodeConfig({ adminKey: "env:ADMIN" }, { ADMIN: "" }))).toEqual(["adminKey: environment variable ADMIN is not set"])
+  })
+
+  it("every missing variable is reported, with array indices in the path", () => {
+    const problems = problemsOf(
+      decodeConfig(
+        {
+          adminKey: "env:ADMIN",
+          keys: [{ key: "literal-key-000", app: "a" }, { key: "env:K2", app: "b" }],
+          aliases: { s: { targets: ["mock/a", "env:T1"] } }
+        },
+        {}
+      )
+    )
+    expect([...problems].sort()).toEqual(
+      [
+        "adminKey: environment variable ADMIN is not set",
+        "keys.1.key: environment variable K2 is not set",
+        "aliases.s.targets.1: environment variable T1 is not set"
+      ].sort()
+    )
+  })
+
+  it("a missing variable and a schema problem elsewhere are both reported", () => {
+    const problems = problemsOf(
+      decodeConfig({ providers: { openai: { type: "openai", baseUrl: "https://api.openai.com/v1", apiKey: "env:X" } }, maxTools: 0 }, {})
+    )
+    expect(problems).toContain("providers.openai.apiKey: environment variable X is not set")
+    expect(problems.map(pathOf)).toContain("maxTools")
+  })
+})
+
+describe("decodeConfig: problems", () => {
+  it("several schema problems are all reported, one line each, each naming its path", () => {
+    const problems = problemsOf(
+      decodeConfig(
+        {
+          providers: { p: { type: "openai", baseUrl: "not a url" } },
+          limits: { maxBodyBytes: -1 },
+          bogus: 1
+        },
+        {}
+      )
+    )
+    expectExactlyPaths(problems, ["providers.p.baseUrl", "limits.maxBodyBytes", "bogus"])
+    expect(problems.find((l) => l.startsWith("providers.p.baseUrl:"))).toBe("providers.p.baseUrl: must be an http(s) URL")
+    expect(problems.find((l) => l.startsWith("bogus:"))).toMatch(/unexpected/i)
+  })
+
+  it("reports each bad field of one section separately", () => {
+    const problems = problemsOf(
+      decodeConfig(
+        {
+          listen: { port: 70000, trustProxy: "yes" },
+          maxTools: 0,
+          concurrency: 1.5,
+          usage: { enabled: "no" },
+          apps: { a: { onHostedTools: "ignore" } },
+          providers: { q: { type: "anthropic", baseUrl: "https://x" } }
+        },
+        {}
+      )
+    )
+    expectExactlyPaths(problems, ["listen.port", "listen.trustProxy", "maxTools", "concurrency", "usage.enabled", "apps.a.onHostedTools", "providers.q.type"])
+  })
+
+  it("unknown keys are named wherever they are", () => {
+    const problems = problemsOf(decodeConfig({ listen: { prot: 1 }, providers: { m: { type: "mock", apikey: "x" } } }, {}))
+    expectExactlyPaths(problems, ["listen.prot", "providers.m.apikey"])
+  })
+
+  it("a required field that is absent is named", () => {
+    const problems = problemsOf(decodeConfig({ providers: { m: {} }, keys: [{ app: "a" }] }, {}))
+    expectExactlyPaths(problems, ["providers.m.type", "keys.0.key"])
+    expect(problems.find((l) => l.startsWith("providers.m.type:"))).toBe("providers.m.type: is required")
+  })
+
+  it("an openai provider needs a baseUrl", () => {
+    expect(problemsOf(decodeConfig({ providers: { o: { type: "openai" } } }, {}))).toEqual(["providers.o.baseUrl: is required for type openai"])
+  })
+
+  it("an alias target naming an unknown provider, a provider name with /, a duplicate key and the reserved app are all reported", () => {
+    const problems = problemsOf(
+      decodeConfig(
+        {
+          providers: { mock: { type: "mock" }, "a/b": { type: "mock" } },
+          aliases: { fast: "nowhere/gpt-x", smart: { targets: ["mock/echo", "ghost/m"] }, bare: "echo" },
+          keys: [
+            { key: "same-key-0123", app: "team-a" },
+            { key: "same-key-0123", app: "team-b" },
+            { key: "other-key-0123", app: "default" }
+          ]
+        },
+        {}
+      )
+    )
+    expectExactlyPaths(problems, ["providers.a/b", "aliases.fast", "aliases.smart.targets.1", "aliases.bare", "keys.1.key", "keys.2.app"])
+    expect(problems.find((l) => l.startsWith("aliases.fast:"))).toContain('"nowhere/gpt-x"')
+    expect(problems.find((l) => l.startsWith("keys.2.app:"))).toContain("reserved")
+    // the duplicated key itself is never echoed
+    expect(problems.join("\n")).not.toContain("same-key-0123")
+  })
+
+  it("limits for an app without a key and bodyReadMaxMs below bodyReadTimeoutMs are reported", () => {
+    const problems = problemsOf(decodeConfig({ limits: { bodyReadTimeoutMs: 1000, bodyReadMaxMs: 10, apps: { ghost: { maxBodyBytes: 1 } } } }, {}))
+    expectExactlyPaths(problems, ["limits.apps.ghost", "limits.bodyReadMaxMs"])
+  })
+
+  it("a bad key or app name is reported without echoing the key", () => {
+    const problems = problemsOf(decodeConfig({ keys: [{ key: "short", app: "Team A" }] }, {}))
+    expectExactlyPaths(problems, ["keys.0.key", "keys.0.app"])
+    expect(problems.join("\n")).not.toContain("short\"")
+  })
+
+  it("problems never contain a resolved secret", () => {
+    const env = { ADMIN: "tiny", OPENAI_KEY: "sk-never-print-me-0123456789", TEAM: "team-secret-0123456789" }
+    const problems = problemsOf(
+      decodeConfig(
+        {
+          adminKey: "env:ADMIN",
+          keys: [{ key: "env:TEAM", app: "Bad App" }],
+          providers: { p: { type: "openai", baseUrl: "nope", apiKey: "env:OPENAI_KEY", extra: true } }
+        },
+        env
+      )
+    )
+    const text = problems.join("\n")
+    expect(text).not.toContain(env.OPENAI_KEY)
+    expect(text).not.toContain(env.TEAM)
+    expect(text).not.toContain(`"${env.ADMIN}"`)
+    expectExactlyPaths(problems, ["adminKey", "keys.0.app", "providers.p.baseUrl", "providers.p.extra"])
+  })
+})
+
+describe("parseConfigText", () => {
+  it("parses YAML (.yaml, .yml, any case) and JSON", () => {
+    expect(parseConfigText("a.yaml", "maxTools: 3\n")).toEqual(Either.right({ maxTools: 3 }))
+    expect(parseConfigText("a.yml", "maxTools: 3\n")).toEqual(Either.right({ maxTools: 3 }))
+    expect(parseConfigText("A.YAML", "maxTools: 3\n")).toEqual(Either.right({ maxTools: 3 }))
+    expect(parseConfigText("a.json", '{"maxTools": 3}')).toEqual(Either.right({ maxTools: 3 }))
+  })
+
+  it("bad YAML syntax names the file", () => {
+    const problems = problemsOf(parseConfigText("conf/bad.yaml", "providers: [\n  x: {\n"))
+    expect(problems.length).toBeGreaterThan(0)
+    for (const line of problems) {
+      expect(line.startsWith("conf/bad.yaml: ")).toBe(true)
+      expect(line).not.toContain("\n")
+    }
+  })
+
+  it("a duplicate YAML key is reported with the file name", () => {
+    const problems = problemsOf(parseConfigText("dup.yaml", "maxTools: 1\nmaxTools: 2\n"))
+    expect(problems.length).toBeGreaterThan(0)
+    expect(problems.every((l) => l.startsWith("dup.yaml: "))).toBe(true)
+    expect(problems.join("\n")).toMatch(/unique|duplicate/i)
+  })
+
+  it("bad JSON names the file", () => {
+    const problems = problemsOf(parseConfigText("bad.json", '{"maxTools": 3,}'))
+    expect(problems).toHaveLength(1)
+    expect(problems[0]).toMatch(/^bad\.json: not valid JSON/)
+  })
+
+  it("an unsupported extension is refused naming the file", () => {
+    expect(problemsOf(parseConfigText("gateway.toml", "a = 1"))).toEqual(["gateway.toml: a config file ends in .yaml, .yml or .json"])
+    expect(problemsOf(parseConfigText("gateway", "{}"))).toEqual(["gateway: a config file ends in .yaml, .yml or .json"])
+  })
+})
+
+describe("loadConfigFile", () => {
+  let dir: string
+  beforeAll(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "gw-config-"))
+  })
+  afterAll(() => {
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+  const write = (name: string, text: string): string => {
+    const file = path.join(dir, name)
+    fs.writeFileSync(file, text)
+    return file
+  }
+
+  it("loads and decodes a YAML file with env: values from the given env", () => {
+    const file = write("full.yaml", fullYaml)
+    const config = ok(loadConfigFile(file, secrets))
+    expect(Redacted.value(config.providers.router.apiKey!)).toBe(secrets.ROUTER_KEY)
+  })
+
+  it("loads a .yml and a .json file", () => {
+    expect(ok(loadConfigFile(write("a.yml", "providers: { m: { type: mock } }\nmaxTools: 5\n"), {})).maxTools).toBe(5)
+    const json = ok(loadConfigFile(write("a.json", JSON.stringify({ providers: { m: { type: "mock" } }, concurrency: 7 })), {}))
+    expect(json.concurrency).toBe(7)
+    expect(json.providers.m.type).toBe("mock")
+  })
+
+  it("a missing file is a problem naming the file", () => {
+    const file = path.join(dir, "nope.yaml")
+    const problems = problemsOf(loadConfigFile(file, {}))
+    expect(problems).toHaveLength(1)
+    expect(problems[0].startsWith(`${file}: `)).toBe(true)
+    expect(problems[0]).toContain("ENOENT")
+  })
+
+  it("a directory is a problem naming it", () => {
+    const sub = path.join(dir, "dir.yaml")
+    fs.mkdirSync(sub)
+    const problems = problemsOf(loadConfigFile(sub, {}))
+    expect(problems).toHaveLength(1)
+    expect(problems[0].startsWith(`${sub}: `)).toBe(true)
+  })
+
+  it("syntax errors and decode errors from a file", () => {
+    const bad = write("bad.yaml", "a: [\n")
+    expect(problemsOf(loadConfigFile(bad, {})).every((l) => l.startsWith(`${bad}: `))).toBe(true)
+    const badJson = write("bad.json", "{")
+    expect(problemsOf(loadConfigFile(badJson, {}))[0].startsWith(`${badJson}: not valid JSON`)).toBe(true)
+    const wrongExt = write("conf.txt", "maxTools: 1")
+    expect(problemsOf(loadConfigFile(wrongExt, {}))).toEqual([`${wrongExt}: a config file ends in .yaml, .yml or .json`])
+    const missingEnv = write("env.yaml", "providers:\n  openai: { type: openai, baseUrl: https://x, apiKey: env:NOPE_KEY }\n")
+    expect(problemsOf(loadConfigFile(missingEnv, {}))).toEqual(["providers.openai.apiKey: environment variable NOPE_KEY is not set"])
+  })
+})
+
+describe("secrets are Redacted", () => {
+  it("String() and JSON.stringify of the config never contain a key", () => {
+    const config = ok(decodeConfig(parseYaml(fullYaml), secrets))
+    const apiKey = config.providers.openai.apiKey!
+    expect(Redacted.isRedacted(apiKey)).toBe(true)
+    expect(String(apiKey)).not.toContain(secrets.OPENAI_API_KEY)
+    expect(`${config.adminKey}`).not.toContain(secrets.GATEWAY_ADMIN_KEY)
+    expect(String(config.keys[0].key)).not.toContain(secrets.TEAM_A_KEY)
+    const json = JSON.stringify(config)
+    for (const secret of [...Object.values(secrets), "literal-key-team-a-2"]) expect(json).not.toContain(secret)
+    // the value is still reachable on purpose
+    expect(Redacted.value(apiKey)).toBe(secrets.OPENAI_API_KEY)
+  })
+})
+
+describe("defaultConfigDocument", () => {
+  it("always has the mock provider; no openai without OPENAI_API_KEY", () => {
+    for (const env of [{}, { OPENAI_API_KEY: "" }, { ANTHROPIC_API_KEY: "x-0123456789", GEMINI_API_KEY: "y-0123456789" }]) {
+      const config = ok(decodeConfig(defaultConfigDocument(env), env))
+      expect(Object.keys(config.providers)).toEqual(["mock"])
+      expect(config.providers.mock.type).toBe("mock")
+      expect(config.listen).toEqual({ host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] })
+      expect(config.dataDir).toBe("./data")
+      expect(config.keys).toEqual([])
+    }
+  })
+
+  it("adds an openai provider when OPENAI_API_KEY is set, keeping the key Redacted and out of the document", () => {
+    const env = { OPENAI_API_KEY: "sk-default-secret-0123456789" }
+    const document = defaultConfigDocument(env)
+    expect(JSON.stringify(document)).not.toContain(env.OPENAI_API_KEY)
+    const config = ok(decodeConfig(document, env))
+    expect(Object.keys(config.providers).sort()).toEqual(["mock", "openai"])
+    expect(config.providers.openai.type).toBe("openai")
+    expect(config.providers.openai.baseUrl).toBe("https://api.openai.com/v1")
+    expect(Redacted.value(config.providers.openai.apiKey!)).toBe(env.OPENAI_API_KEY)
+    expect(JSON.stringify(config)).not.toContain(env.OPENAI_API_KEY)
+  })
+
+  it("OPENAI_BASE_URL overrides the openai base URL", () => {
+    const env = { OPENAI_API_KEY: "sk-0123456789", OPENAI_BASE_URL: "http://127.0.0.1:11434/v1" }
+    expect(ok(decodeConfig(defaultConfigDocument(env), env)).providers.openai.baseUrl).toBe("http://127.0.0.1:11434/v1")
+  })
+
+  it("mock/echo is served under the default alias", () => {
+    const config = ok(decodeConfig(defaultConfigDocument({}), {}))
+    expect(config.aliases.default).toBe("mock/echo")
+  })
+})
