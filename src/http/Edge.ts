@@ -223,7 +223,9 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
           }
         })
 
+      // the platform runs handlers uninterruptibly: let timeouts and client disconnects cancel ours
       const result = yield* handle.pipe(
+        Effect.interruptible,
         Effect.map((res) => withIdHeaders(res, requestId, family)),
         Effect.catchAll((e: AnyGatewayError) => Effect.succeed(respondError(toGatewayError(e)))),
         Effect.catchAllDefect((defect) => {

@@ -17,7 +17,9 @@ export const writeStream = (
     return Stream.runForEachChunk(body, (chunk) => {
       let text = ""
       for (const piece of chunk) text += piece
-      if (text === "" || res.destroyed) return Effect.void
+      // the client is gone: stop pulling, which cancels the upstream request
+      if (res.destroyed) return Effect.interrupt
+      if (text === "") return Effect.void
       if (res.write(text)) return Effect.void
       return Effect.async<void>((resume) => {
         const done = () => {

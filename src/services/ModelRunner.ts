@@ -5,7 +5,7 @@ import { Errors, toGatewayError, type GatewayError, UpstreamError } from "../dom
 import { Ids } from "../domain/Ids.js"
 import { Catalog, type AppSettings, type ResolveOptions } from "./Catalog.js"
 import { Limits } from "./Limits.js"
-import { ProviderClient, type ProviderTarget } from "./ProviderClient.js"
+import { neverSent, ProviderClient, type ProviderTarget } from "./ProviderClient.js"
 
 /** A model call that has produced its first event: nothing has been sent to the client yet. */
 export interface StartedRun {
@@ -45,9 +45,12 @@ const firstChunk = <E>(pull: Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Optio
 export const dropUnsupported = (
   request: CanonicalRequest,
   rejects: ReadonlyArray<string>,
-  enabled: boolean
+  enabled: boolean,
+  never: ReadonlyArray<string> = []
 ): { readonly request: CanonicalRequest; readonly dropped: ReadonlyArray<string> } => {
-  if (!enabled || rejects.length === 0) return { request, dropped: [] }
+  if (!enabled) rejects = never
+  else if (never.length > 0) rejects = [...rejects, ...never]
+  if (rejects.length === 0) return { request, dropped: [] }
   const dropped: Array<string> = []
   const sampling: Record<string, unknown> = { ...request.sampling }
   for (const [key, wire] of Object.entries(samplingParamNames)) {
@@ -91,7 +94,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           let lastError: UpstreamError | undefined
           for (const target of resolved.targets) {
             const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
-            const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams)
+            const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
             // an absolute deadline for the whole call, output included
             const upstream = providers.stream({ target, request }).pipe(
               Stream.interruptWhen(Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
@@ -123,7 +126,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             let lastError: UpstreamError | undefined
             for (const target of resolved.targets) {
               const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
-              const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams)
+              const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
               const attempt = yield* providers.complete({ target, request }).pipe(
                 Effect.timeoutFail({ duration: Math.max(1, options.deadline - Date.now()), onTimeout: timeout }),
                 Effect.either

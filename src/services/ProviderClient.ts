@@ -91,6 +91,12 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
     Layer.succeed(ProviderClient, ProviderClient.of({ stream: f, complete: completeFromStream(f) }))
 }
 
+/** Sampling params (wire names) a provider type never sends upstream: always dropped and listed. */
+export const neverSent: Readonly<Record<ProviderType, ReadonlyArray<string>>> = {
+  openai: ["top_k"],
+  mock: []
+}
+
 /** Combine factory Layers into the registry. */
 export const factoriesLayer = (factories: ReadonlyArray<ProviderFactory>) =>
   Layer.succeed(ProviderFactories, new Map(factories.map((f) => [f.type, f])))

@@ -40,22 +40,21 @@ const structuredAnswer = (answer: Answer, decoded: DecodedChat): Effect.Effect<{
 const answerOf = (run: StartedRun, decoded: DecodedChat) =>
   Stream.runFold(run.events, emptyAnswer, foldEvent).pipe(Effect.flatMap((answer) => structuredAnswer(answer, decoded)))
 
-/** A structured stream holds everything back and sends the resolved answer as one piece. */
-const structuredEvents = (run: StartedRun, decoded: DecodedChat): Stream.Stream<ModelEvent, GatewayError> =>
+/**
+ * A structured stream holds everything back until the turn ends and sends the resolved answer as
+ * one piece; it is resolved before the response commits, so a missing answer is a real HTTP error.
+ */
+const heldBack = (run: StartedRun, decoded: DecodedChat): Effect.Effect<StartedRun, GatewayError> =>
   decoded.request.structured === undefined
-    ? run.events
-    : Stream.unwrap(
-        answerOf(run, decoded).pipe(
-          Effect.map(({ answer }) => {
-            const events: Array<ModelEvent> = []
-            if (answer.reasoning !== "") events.push({ _tag: "ReasoningDelta", text: answer.reasoning })
-            if (answer.text !== "") events.push({ _tag: "TextDelta", text: answer.text })
-            for (const call of answer.toolCalls) events.push({ _tag: "ToolCall", call })
-            events.push({ _tag: "Usage", usage: answer.usage }, { _tag: "Finish", reason: answer.finishReason })
-            return Stream.fromIterable(events)
-          })
-        )
-      )
+    ? Effect.succeed(run)
+    : Effect.map(answerOf(run, decoded), ({ answer }) => {
+        const events: Array<ModelEvent> = []
+        if (answer.reasoning !== "") events.push({ _tag: "ReasoningDelta", text: answer.reasoning })
+        if (answer.text !== "") events.push({ _tag: "TextDelta", text: answer.text })
+        for (const call of answer.toolCalls) events.push({ _tag: "ToolCall", call })
+        events.push({ _tag: "Usage", usage: answer.usage }, { _tag: "Finish", reason: answer.finishReason })
+        return { ...run, events: Stream.fromIterable(events) }
+      })
 
 const makeHandler = (legacy: boolean) =>
   Effect.gen(function* () {
@@ -93,11 +92,11 @@ const makeHandler = (legacy: boolean) =>
 
         return yield* Effect.scoped(
           Effect.gen(function* () {
-            const runs = yield* Effect.forEach(indexes, () => start, { concurrency: "unbounded" })
+            const runs = yield* Effect.forEach(indexes, () => Effect.flatMap(start, (run) => heldBack(run, decoded)), { concurrency: "unbounded" })
             let usage = emptyUsage
             const perChoice = runs.map((run, index) => {
               const state = Encode.newChoiceState()
-              return structuredEvents(run, decoded).pipe(
+              return run.events.pipe(
                 Stream.map((event) => {
                   if (event._tag === "Usage") usage = addUsage(usage, event.usage)
                   return legacy ? Encode.encodeTextEvent(meta, index, event) : Encode.encodeChatEvent(meta, index, state, event)
