@@ -88,6 +88,7 @@ const matchRoute = (routes: ReadonlyArray<Route>, method: string, path: string):
     if (params === undefined) continue
     if (route.method === method || (method === "HEAD" && route.method === "GET")) return { route, params }
     if (!allowed.includes(route.method)) allowed.push(route.method)
+    if (route.method === "GET" && !allowed.includes("HEAD")) allowed.push("HEAD")
   }
   return allowed.length > 0 ? { allowed } : undefined
 }
@@ -112,19 +113,23 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
       const incoming = NodeHttpServerRequest.toIncomingMessage(request)
       const response = NodeHttpServerRequest.toServerResponse(request)
       const headers = request.headers as Readonly<Record<string, string | undefined>>
-      const target = request.url
+      const target = absoluteToOrigin(request.url)
       const q = target.indexOf("?")
       const rawPath = q < 0 ? target : target.slice(0, q)
       const query = new URLSearchParams(q < 0 ? "" : target.slice(q + 1))
       const family = familyOf(rawPath, headers)
       const logged: { label: string; app?: string; model?: string } = { label: "unmatched" }
 
+      const bodyPending = () =>
+        !incoming.complete && ((headers["content-length"] !== undefined && headers["content-length"] !== "0") || headers["transfer-encoding"] !== undefined)
+
       const respondError = (error: GatewayError) => {
         const rendered = renderError(family, error, target, requestId)
         const out: Record<string, string> = { "x-gateway-request-id": requestId }
         if (family === "messages") out["request-id"] = requestId
         if (error.retryAfter !== undefined) out["retry-after"] = String(error.retryAfter)
-        if (error.closeConnection === true) out["connection"] = "close"
+        // a refusal that leaves a body unread closes the connection rather than wait for the body
+        if (error.closeConnection === true || bodyPending()) out["connection"] = "close"
         if (error.kind === "method_not_allowed" && error.param !== undefined) out["allow"] = error.param
         return HttpServerResponse.text(rendered.body, { status: rendered.status, contentType: rendered.contentType, headers: out })
       }
@@ -152,13 +157,15 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
         if (!isPublic && family !== "gateway") {
           if (keys.keyless) {
             const origin = headers["origin"]
-            if (origin !== undefined && origin !== "null" && !sameOrigin(origin, headers["host"])) {
+            if (origin !== undefined && !sameOrigin(origin, headers["host"])) {
               return yield* Errors.permission("cross_origin_forbidden", "Browser requests from another origin are refused on a gateway that needs no key")
             }
           } else {
-            const found = yield* authenticate(presentedKeys(family, headers, query))
+            const candidates = presentedKeys(family, headers, query)
+            // Gemini reads the first key present; Messages tries x-api-key when the bearer is not a key
+            const found = yield* authenticate(family === "gemini" ? candidates.slice(0, 1) : candidates)
             if (Option.isNone(found)) {
-              const none = presentedKeys(family, headers, query).length === 0
+              const none = candidates.length === 0
               return yield* Errors.authentication("invalid_api_key", none ? "Missing API key" : "Invalid API key")
             }
             principal = found.value
@@ -245,6 +252,14 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
       return result
     })
   })
+
+/** An absolute-form request target (`http://host/path?q`) as its origin form (`/path?q`). */
+const absoluteToOrigin = (target: string): string => {
+  if (target.startsWith("/")) return target
+  const match = /^https?:\/\/[^/?#]*([^#]*)/i.exec(target)
+  if (match === null) return target
+  return match[1] === "" ? "/" : match[1].startsWith("/") ? match[1] : `/${match[1]}`
+}
 
 const elapsed = (started: number) => Math.round((performance.now() - started) * 100) / 100
 
