@@ -1,16 +1,15 @@
-import { HttpClient, HttpMiddleware, HttpServer } from "@effect/platform"
-import { NodeHttpClient, NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
-import * as http from "node:http"
 import { Settings, type GatewayConfig } from "./Config.js"
 import { makeEdge } from "./http/Edge.js"
 import { Log } from "./http/Log.js"
 import type { Route } from "./http/Route.js"
+import { GatewayServer, serverLayer } from "./http/Server.js"
 import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
 import { MockProviderFactory } from "./providers/mock/MockProvider.js"
 import { OpenAiProviderFactory } from "./providers/openai/OpenAiProvider.js"
 import { Catalog } from "./services/Catalog.js"
+import { HttpUpstream } from "./services/HttpUpstream.js"
 import { KeyStore } from "./services/KeyStore.js"
 import { Limits } from "./services/Limits.js"
 import { ModelRunner } from "./services/ModelRunner.js"
@@ -21,11 +20,11 @@ import { databaseLayer } from "./sql/Database.js"
 const factoriesLayer = Layer.effect(
   ProviderFactories,
   Effect.map(OpenAiProviderFactory, (openai) => new Map([[openai.type, openai], [MockProviderFactory.type, MockProviderFactory]]))
-).pipe(Layer.provide(NodeHttpClient.layerUndici))
+).pipe(Layer.provide(HttpUpstream.layer))
 
 /**
  * The services of the gateway for a config, without the HTTP server. Tests replace
- * `ProviderClient` (or any other service) by providing their own layer first.
+ * `ProviderClient` (or any other service) by providing their own layer.
  */
 export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<ProviderClient>) => {
   const settings = Layer.succeed(Settings, config)
@@ -44,38 +43,12 @@ const allRoutes = Effect.gen(function* () {
   return routes
 })
 
-/** Serve the edge over the HttpServer in context; prints `listening on http://HOST:PORT`. */
-const serveLayer = (config: GatewayConfig) =>
-  Layer.unwrapEffect(
-    Effect.gen(function* () {
-      const routes = yield* allRoutes
-      const app = yield* makeEdge(routes)
-      const served = HttpServer.serve(app)
-      return config.telemetry?.otlpEndpoint !== undefined ? served : HttpMiddleware.withTracerDisabledWhen(served, () => true)
-    })
-  )
-
 const announce = Layer.effectDiscard(
   Effect.gen(function* () {
-    const server = yield* HttpServer.HttpServer
-    const address = server.address
-    const line = address._tag === "TcpAddress" ? `listening on http://${address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname}:${address.port}` : `listening on ${address.path}`
-    yield* Effect.sync(() => process.stdout.write(line + "\n"))
+    const { host, port } = yield* GatewayServer
+    yield* Effect.sync(() => process.stdout.write(`listening on http://${host.includes(":") ? `[${host}]` : host}:${port}\n`))
   })
 )
-
-/** Graceful stop: idle keep-alive connections close at once, the rest after a grace period. */
-const shutdownGrace = (server: http.Server, graceMs: number) =>
-  Layer.scopedDiscard(
-    Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        server.closeIdleConnections()
-        const timer = setTimeout(() => server.closeAllConnections(), graceMs)
-        timer.unref()
-        server.once("close", () => clearTimeout(timer))
-      })
-    )
-  )
 
 export interface ServeOptions {
   /** test double for the providers */
@@ -84,20 +57,16 @@ export interface ServeOptions {
   readonly shutdownGraceMs?: number
 }
 
-/** The whole gateway: services, HTTP server on the configured address, and the edge. Outputs the HttpServer (its bound address). */
+/** The whole gateway: services, the HTTP server on the configured address, and the edge. Outputs its bound address. */
 export const gatewayLayer = (config: GatewayConfig, options: ServeOptions = {}) => {
-  const nodeServer = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 })
-  const serverLayer = NodeHttpServer.layer(() => nodeServer, { host: config.listen.host, port: config.listen.port })
-  const services = servicesLayer(config, options.providers)
-  const layer = Layer.mergeAll(serveLayer(config), announce, shutdownGrace(nodeServer, options.shutdownGraceMs ?? 10_000)).pipe(
-    Layer.provide(services),
-    Layer.provideMerge(serverLayer)
-  )
-  // tracing off when no exporter is configured: no spans per request, no trace headers upstream
-  return config.telemetry?.otlpEndpoint !== undefined
-    ? layer
-    : layer.pipe(
-        Layer.locally(HttpClient.currentTracerDisabledWhen, () => true),
-        Layer.locally(HttpClient.currentTracerPropagation, false)
+  const server = Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const handlerFor = yield* makeEdge(yield* allRoutes)
+      return serverLayer(
+        { host: config.listen.host, port: config.listen.port, graceMs: options.shutdownGraceMs ?? 10_000 },
+        handlerFor
       )
+    })
+  )
+  return Layer.provideMerge(announce, server).pipe(Layer.provide(servicesLayer(config, options.providers)))
 }

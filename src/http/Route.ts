@@ -1,4 +1,3 @@
-import type { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import type { Effect } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { AnyGatewayError } from "../domain/Errors.js"
@@ -13,27 +12,61 @@ export type RouteAuth =
   /** probes and the discovery page */
   | "public"
 
+export type Headers = Readonly<Record<string, string | undefined>>
+
 /** Everything a handler knows about its request, settled by the edge. */
 export interface RequestContext {
   readonly requestId: string
   readonly family: Family
   readonly method: string
+  /** percent-decoded path */
   readonly path: string
   readonly query: URLSearchParams
+  readonly headers: Headers
   /** path parameters of the matched route */
   readonly params: Readonly<Record<string, string>>
   readonly principal: Principal
   readonly app: AppSettings
-  readonly request: HttpServerRequest.HttpServerRequest
+  /** request id headers, for handlers that write the response themselves */
+  readonly idHeaders: Readonly<Record<string, string>>
   readonly incoming: IncomingMessage
   readonly response: ServerResponse
-  /** when the request must be finished (`requestTimeoutMs`) */
+  /** when the request must be finished (`requestTimeoutMs`), epoch ms */
   readonly deadline: number
   /** the JSON body, read once with every body limit; requires `application/json` */
   readonly json: Effect.Effect<unknown, AnyGatewayError>
 }
 
-export type Handler = (ctx: RequestContext) => Effect.Effect<HttpServerResponse.HttpServerResponse, AnyGatewayError>
+/** A whole answer, written by the edge with the request id headers added. */
+export interface Reply {
+  readonly _tag: "Reply"
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
+}
+
+/** The handler already wrote the whole response itself (streams). */
+export interface Written {
+  readonly _tag: "Written"
+}
+
+export const Reply = {
+  json: (value: unknown, options: { readonly status?: number; readonly headers?: Readonly<Record<string, string>> } = {}): Reply => ({
+    _tag: "Reply",
+    status: options.status ?? 200,
+    headers: { "content-type": "application/json", ...options.headers },
+    body: JSON.stringify(value)
+  }),
+  text: (body: string, contentType: string, options: { readonly status?: number; readonly headers?: Readonly<Record<string, string>> } = {}): Reply => ({
+    _tag: "Reply",
+    status: options.status ?? 200,
+    headers: { "content-type": contentType, ...options.headers },
+    body
+  }),
+  written: { _tag: "Written" } as Written
+} as const
+
+export type Handler = (ctx: RequestContext) => Effect.Effect<Reply | Written, AnyGatewayError>
 
 /** A route: method, a path matcher, and its handler. The family picks auth and error envelope. */
 export interface Route {
@@ -41,7 +74,6 @@ export interface Route {
   /** a literal path, or a matcher returning the path parameters */
   readonly path: string | ((path: string) => Readonly<Record<string, string>> | undefined)
   readonly auth: RouteAuth
-  /** the family's error envelope; "dynamic" families are decided by the edge from headers */
   readonly handler: Handler
   /** label used in logs and metrics instead of the URL */
   readonly label: string

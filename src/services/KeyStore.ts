@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Layer, Option, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import type { GatewayConfig } from "../Config.js"
 
@@ -29,7 +29,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
   KeyStore,
   {
     /** the principal for a presented key, if it is one */
-    readonly authenticate: (key: string) => Effect.Effect<Option.Option<Principal>>
+    readonly authenticate: (key: string) => Option.Option<Principal>
     /** whether the admin key was presented */
     readonly isAdmin: (key: string) => boolean
     /** no keys configured on a loopback listener: requests need no credential */
@@ -51,12 +51,11 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
     const configApps = new Set(config.keys.map((k) => k.app))
     const appList: ReadonlyArray<string> = keyless ? ["default"] : [...configApps]
 
-    const authenticate = (key: string) =>
-      Effect.sync(() => {
-        const d = digest(key)
-        const found = byDigest.get(d.toString("hex"))
-        return found !== undefined && timingSafeEqual(found.digest, d) ? Option.some(found.principal) : Option.none()
-      })
+    const authenticate = (key: string): Option.Option<Principal> => {
+      const d = digest(key)
+      const found = byDigest.get(d.toString("hex"))
+      return found !== undefined && timingSafeEqual(found.digest, d) ? Option.some(found.principal) : Option.none()
+    }
 
     return KeyStore.of({
       authenticate,

@@ -21,6 +21,8 @@ export class Limits extends Context.Tag("gateway/Limits")<
   {
     /** take a model-request slot for the scope's lifetime, or fail 429 */
     readonly modelSlot: Effect.Effect<void, GatewayError, Scope.Scope>
+    /** run an effect holding a model-request slot, or fail 429 without running it */
+    readonly withModelSlot: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | GatewayError, R>
     /** reserve body bytes for an app, or fail `server_busy` */
     readonly reserveBody: (app: string, bytes: number) => Effect.Effect<BodyReservation, GatewayError>
     readonly inFlight: () => { readonly modelRequests: number; readonly bodyBytes: number }
@@ -40,16 +42,16 @@ export class Limits extends Context.Tag("gateway/Limits")<
       return Math.max(budget - others, appMaxBody(app))
     }
 
-    const modelSlot = Effect.acquireRelease(
-      Effect.suspend(() => {
-        if (modelRequests >= config.concurrency) {
-          return Effect.fail(Errors.rateLimited("too_many_requests", "Too many model requests in flight; retry shortly", { retryAfter: 1 }))
-        }
-        modelRequests++
-        return Effect.void
-      }),
-      () => Effect.sync(() => void modelRequests--)
-    )
+    const takeSlot = Effect.suspend(() => {
+      if (modelRequests >= config.concurrency) {
+        return Effect.fail(Errors.rateLimited("too_many_requests", "Too many model requests in flight; retry shortly", { retryAfter: 1 }))
+      }
+      modelRequests++
+      return Effect.void
+    })
+    const releaseSlot = Effect.sync(() => void modelRequests--)
+    const modelSlot = Effect.acquireRelease(takeSlot, () => releaseSlot)
+    const withModelSlot = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.acquireUseRelease(takeSlot, () => effect, () => releaseSlot)
 
     const reserveBody = (app: string, bytes: number) =>
       Effect.suspend(() => {
@@ -78,7 +80,7 @@ export class Limits extends Context.Tag("gateway/Limits")<
         return Effect.succeed(reservation)
       })
 
-    return Limits.of({ modelSlot, reserveBody, inFlight: () => ({ modelRequests, bodyBytes }) })
+    return Limits.of({ modelSlot, withModelSlot, reserveBody, inFlight: () => ({ modelRequests, bodyBytes }) })
   }
 
   static readonly layer = (config: GatewayConfig) =>

@@ -96,7 +96,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
             const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
             // an absolute deadline for the whole call, output included
-            const upstream = providers.stream({ target, request }).pipe(
+            const upstream = providers.stream({ target, request, deadline: options.deadline }).pipe(
               Stream.interruptWhen(Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
             )
             // pull up to the first non-empty chunk: failing here may still fall back to the next target
@@ -116,29 +116,30 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           return yield* toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" }))
         })
 
+      // no Scope and no timer fiber here: the slot is held with acquireUseRelease and the provider
+      // enforces the deadline itself (an AbortSignal timer on the upstream request)
       const complete = (options: RunOptions): Effect.Effect<CompletedRun, GatewayError> =>
-        Effect.scoped(
-          Effect.gen(function* () {
-            const resolved = yield* catalog.resolve(options.model, options.app, options.resolve)
-            yield* limits.modelSlot
-            const remaining = options.deadline - Date.now()
-            if (remaining <= 0) return yield* timeout()
-            let lastError: UpstreamError | undefined
-            for (const target of resolved.targets) {
-              const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
-              const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
-              const attempt = yield* providers.complete({ target, request }).pipe(
-                Effect.timeoutFail({ duration: Math.max(1, options.deadline - Date.now()), onTimeout: timeout }),
-                Effect.either
-              )
-              if (attempt._tag === "Right") return { target, sessionId: Ids.session(), droppedParams: dropped, events: attempt.right }
-              const error = attempt.left
-              if (error._tag === "GatewayError") return yield* error
-              if (!error.retryable) return yield* toGatewayError(error)
-              lastError = error
-            }
-            return yield* toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" }))
-          })
+        Effect.flatMap(catalog.resolve(options.model, options.app, options.resolve), (resolved) =>
+          limits.withModelSlot(
+            Effect.suspend(() => {
+              if (options.deadline - Date.now() <= 0) return Effect.fail(timeout())
+              const attempt = (index: number, lastError: UpstreamError | undefined): Effect.Effect<CompletedRun, GatewayError> => {
+                const target = resolved.targets[index]
+                if (target === undefined) {
+                  return Effect.fail(toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" })))
+                }
+                const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
+                const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
+                return Effect.matchEffect(providers.complete({ target, request, deadline: options.deadline }), {
+                  onSuccess: (events): Effect.Effect<CompletedRun, GatewayError> =>
+                    Effect.succeed({ target, sessionId: Ids.session(), droppedParams: dropped, events }),
+                  onFailure: (error: UpstreamError): Effect.Effect<CompletedRun, GatewayError> =>
+                    error.retryable ? attempt(index + 1, error) : Effect.fail(toGatewayError(error))
+                })
+              }
+              return attempt(0, undefined)
+            })
+          )
         )
 
       return ModelRunner.of({ start, complete })

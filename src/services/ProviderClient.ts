@@ -24,6 +24,8 @@ export interface ProviderTarget {
 export interface ProviderCall {
   readonly target: ProviderTarget
   readonly request: CanonicalRequest
+  /** epoch ms by which the call must be finished; a provider's `complete` fails `timeout` past it */
+  readonly deadline: number
 }
 
 /**
@@ -36,9 +38,15 @@ export interface Provider {
   readonly complete: (call: ProviderCall) => Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError>
 }
 
-/** `complete` as the collected `stream`, for providers with no cheaper whole-answer call. */
+/** `complete` as the collected `stream` within the deadline, for providers with no cheaper whole-answer call. */
 export const completeFromStream = (stream: Provider["stream"]): Provider["complete"] => (call) =>
-  Effect.map(Stream.runCollect(stream(call)), (chunk) => Chunk.toReadonlyArray(chunk))
+  Stream.runCollect(stream(call)).pipe(
+    Effect.map((chunk) => Chunk.toReadonlyArray(chunk)),
+    Effect.timeoutFail({
+      duration: Math.max(1, call.deadline - Date.now()),
+      onTimeout: () => new UpstreamError({ reason: "timeout", provider: call.target.provider, message: "no answer in time" })
+    })
+  )
 
 /** Builds a provider instance of one type from its config entry. */
 export interface ProviderFactory {

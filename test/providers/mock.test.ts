@@ -22,7 +22,8 @@ const user = (text: string): Message => ({ role: "user", parts: [{ type: "text",
 
 const call = (text: string, extra: Partial<CanonicalRequest> = {}): ProviderCall => ({
   target: { provider: "m", providerType: "mock", model: "echo", id: "m/echo" },
-  request: request([user(text)], extra)
+  request: request([user(text)], extra),
+  deadline: Number.MAX_SAFE_INTEGER
 })
 
 const stream = (c: ProviderCall) =>
@@ -107,7 +108,8 @@ describe("MockProvider", () => {
     Effect.gen(function* () {
       const c: ProviderCall = {
         target: { provider: "m", providerType: "mock", model: "x", id: "m/x" },
-        request: request([user("first"), { role: "assistant", parts: [{ type: "text", text: "a" }] }, user("second")])
+        request: request([user("first"), { role: "assistant", parts: [{ type: "text", text: "a" }] }, user("second")]),
+        deadline: Number.MAX_SAFE_INTEGER
       }
       expect(foldEvents(yield* collect(c)).text).toBe("second")
       expect(foldEvents(yield* collect(call("  \n::finish stop"))).text).toBe("(empty)")

@@ -1,9 +1,9 @@
-import { HttpServer } from "@effect/platform"
 import { Context, Effect, Either, Exit, Layer, Scope } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { gatewayLayer } from "../../src/App.js"
+import { GatewayServer } from "../../src/http/Server.js"
 import { decodeConfig, type GatewayConfig } from "../../src/Config.js"
 import type { ProviderClient } from "../../src/services/ProviderClient.js"
 
@@ -40,8 +40,7 @@ export const startGateway = async (
   const scope = Effect.runSync(Scope.make())
   const layer = gatewayLayer(config, { shutdownGraceMs: 500, ...(options.providers !== undefined ? { providers: options.providers } : {}) })
   const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
-  const address = Context.get(context, HttpServer.HttpServer).address
-  if (address._tag !== "TcpAddress") throw new Error("expected a TCP address")
+  const address = Context.get(context, GatewayServer)
   let closed = false
   return {
     url: `http://127.0.0.1:${address.port}`,

@@ -1,11 +1,10 @@
-import { HttpServerResponse } from "@effect/platform"
 import { Effect, Stream } from "effect"
 import { Settings } from "../../Config.js"
 import { addUsage, emptyAnswer, emptyUsage, foldEvent, foldEvents, type Answer, type ModelEvent } from "../../domain/Canonical.js"
 import { type GatewayError } from "../../domain/Errors.js"
 import { Ids } from "../../domain/Ids.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
-import type { RequestContext, Route } from "../../http/Route.js"
+import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { writeStream } from "../../http/Writer.js"
 import { Catalog } from "../../services/Catalog.js"
 import { ModelRunner, type StartedRun } from "../../services/ModelRunner.js"
@@ -18,11 +17,8 @@ const decodeChatBody = decodeBody(ChatRequest)
 const decodeCompletionBody = decodeBody(CompletionRequest)
 
 /** Response headers every model answer carries. */
-const answerHeaders = (ctx: RequestContext, runs: ReadonlyArray<{ readonly sessionId: string; readonly droppedParams: ReadonlyArray<string> }>): Record<string, string> => {
-  const headers: Record<string, string> = {
-    "x-gateway-request-id": ctx.requestId,
-    "x-gateway-session": runs.map((r) => r.sessionId).join(",")
-  }
+const answerHeaders = (runs: ReadonlyArray<{ readonly sessionId: string; readonly droppedParams: ReadonlyArray<string> }>): Record<string, string> => {
+  const headers: Record<string, string> = { "x-gateway-session": runs.map((r) => r.sessionId).join(",") }
   const dropped = [...new Set(runs.flatMap((r) => r.droppedParams))]
   if (dropped.length > 0) headers["x-gateway-dropped-params"] = dropped.join(",")
   return headers
@@ -84,10 +80,10 @@ const makeHandler = (legacy: boolean) =>
           for (const run of runs) results.push(yield* structuredAnswer(foldEvents(run.events), decoded))
           const answers = results.map((r) => r.answer)
           const usage = answers.reduce((sum, a) => addUsage(sum, a.usage), emptyUsage)
-          const headers = answerHeaders(ctx, runs)
+          const headers = answerHeaders(runs)
           if (results.some((r) => r.fallback)) headers["x-gateway-structured-fallback"] = "text"
           const payload = legacy ? Encode.textCompletionBody(meta, answers, usage) : Encode.chatCompletionBody(meta, answers, usage)
-          return HttpServerResponse.text(JSON.stringify(payload), { contentType: "application/json", headers })
+          return Reply.json(payload, { headers })
         }
 
         return yield* Effect.scoped(
@@ -110,8 +106,13 @@ const makeHandler = (legacy: boolean) =>
               Stream.concat(tail),
               Stream.catchAll((error) => Stream.make(Encode.errorFrame(error)))
             )
-            yield* writeStream(ctx.response, 200, { ...answerHeaders(ctx, runs), "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" }, body)
-            return HttpServerResponse.empty()
+            yield* writeStream(
+              ctx.response,
+              200,
+              { ...answerHeaders(runs), ...ctx.idHeaders, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
+              body
+            )
+            return Reply.written
           })
         )
       })
@@ -126,7 +127,7 @@ const modelsHandler = Effect.gen(function* () {
     Effect.sync(() => {
       const created = 0
       const data = catalog.list(ctx.app).map((m) => ({ id: m.id, object: "model", created, owned_by: m.ownedBy }))
-      return HttpServerResponse.text(JSON.stringify({ object: "list", data }), { contentType: "application/json" })
+      return Reply.json({ object: "list", data })
     })
 })
 

@@ -1,8 +1,7 @@
-import { HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Settings } from "../../Config.js"
-import type { RequestContext, Route } from "../../http/Route.js"
+import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 
 /** Readiness: the first missing piece, or undefined when the gateway can serve. */
 const readiness = Effect.gen(function* () {
@@ -19,7 +18,7 @@ const readiness = Effect.gen(function* () {
   })
 })
 
-const json = (status: number, body: unknown) => HttpServerResponse.text(JSON.stringify(body), { status, contentType: "application/json" })
+const json = (status: number, body: unknown) => Reply.json(body, { status })
 
 /** The route table as the discovery page lists it. */
 export interface RouteListing {
@@ -39,12 +38,12 @@ export const probeRoutes = (listing: () => ReadonlyArray<RouteListing>) =>
     const discovery = (ctx: RequestContext) =>
       Effect.sync(() => {
         const routes = listing()
-        const accept = ctx.request.headers["accept"] ?? ""
+        const accept = ctx.headers["accept"] ?? ""
         if (accept.includes("text/html")) {
           const rows = routes.map((r) => `<tr><td>${r.method}</td><td><code>${escapeHtml(r.path)}</code></td></tr>`).join("")
-          return HttpServerResponse.text(
+          return Reply.text(
             `<!doctype html><html><head><meta charset="utf-8"><title>LLM gateway</title></head><body><h1>LLM gateway</h1><table><thead><tr><th>Method</th><th>Path</th></tr></thead><tbody>${rows}</tbody></table></body></html>`,
-            { contentType: "text/html; charset=utf-8" }
+            "text/html; charset=utf-8"
           )
         }
         return json(200, { name: "llm-gateway", routes })

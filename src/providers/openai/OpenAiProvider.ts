@@ -1,8 +1,8 @@
-import { HttpClient, HttpClientRequest, type HttpClientError, type HttpClientResponse } from "@effect/platform"
 import { Effect, Redacted, Stream } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
+import { HttpUpstream, type TransportFailure, type UpstreamResponse } from "../../services/HttpUpstream.js"
 import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
 import { decodeSse } from "../Sse.js"
 import { buildChatRequest } from "./Request.js"
@@ -10,9 +10,9 @@ import { eventsOfCompletion, finishStream, initialStreamState, readChunk, readIn
 
 const overloadText = /overload/i
 
-const retryAfterOf = (response: HttpClientResponse.HttpClientResponse): number | undefined => {
+const retryAfterOf = (response: UpstreamResponse): number | undefined => {
   const value = response.headers["retry-after"]
-  if (value === undefined) return undefined
+  if (typeof value !== "string") return undefined
   const seconds = Number(value)
   if (Number.isFinite(seconds) && seconds >= 0) return Math.ceil(seconds)
   const date = Date.parse(value)
@@ -31,11 +31,11 @@ export const statusError = (provider: string, status: number, bodyText: string, 
   return new UpstreamError({ ...base, reason: "bad_request", message: "request refused" })
 }
 
-const transportError = (provider: string) => (error: HttpClientError.HttpClientError) =>
+const transportError = (provider: string) => (failure: TransportFailure) =>
   new UpstreamError({
     provider,
-    reason: error._tag === "ResponseError" ? "bad_response" : "connection",
-    message: error._tag === "ResponseError" ? "the response could not be read" : "the provider could not be reached"
+    reason: failure === "timeout" ? "timeout" : failure === "body" ? "connection" : "connection",
+    message: failure === "timeout" ? "no answer in time" : failure === "body" ? "the connection broke during the answer" : "the provider could not be reached"
   })
 
 const parseJson = (text: string): unknown => {
@@ -56,20 +56,16 @@ const argumentsAreJson = (events: ReadonlyArray<ModelEvent>) =>
  */
 export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
   Effect.gen(function* () {
-    const client = yield* HttpClient.HttpClient
+    const upstream = yield* HttpUpstream
     const baseUrl = (config.baseUrl ?? "").replace(/\/+$/, "")
     const url = `${baseUrl}/chat/completions`
-    const headers: Record<string, string> = { ...config.headers, accept: "application/json, text/event-stream" }
+    const headers: Record<string, string> = { ...config.headers, accept: "application/json, text/event-stream", "content-type": "application/json" }
     if (config.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(config.apiKey)}`
     const badResponse = (message: string) => new UpstreamError({ provider: name, reason: "bad_response", message })
 
     const send = (call: ProviderCall) =>
-      client
-        .execute(
-          HttpClientRequest.post(url, { headers }).pipe(
-            HttpClientRequest.bodyText(JSON.stringify(buildChatRequest(call.target, call.request, baseUrl)), "application/json")
-          )
-        )
+      upstream
+        .post({ url, headers, body: JSON.stringify(buildChatRequest(call.target, call.request, baseUrl)), deadline: call.deadline })
         .pipe(
           Effect.mapError(transportError(name)),
           Effect.flatMap((response) =>
@@ -137,8 +133,8 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
     return provider
   })
 
-/** Factory for the registry; needs an HttpClient. */
-export const OpenAiProviderFactory = Effect.map(HttpClient.HttpClient, (client): ProviderFactory => ({
+/** Factory for the registry; needs the HttpUpstream. */
+export const OpenAiProviderFactory = Effect.map(HttpUpstream, (upstream): ProviderFactory => ({
   type: "openai",
-  make: (name, config) => makeOpenAiProvider(name, config).pipe(Effect.provideService(HttpClient.HttpClient, client))
+  make: (name, config) => makeOpenAiProvider(name, config).pipe(Effect.provideService(HttpUpstream, upstream))
 }))
