@@ -287,6 +287,12 @@ describe("edge on a keyless loopback gateway", () => {
       await expectServing(gw)
     })
 
+    it("an absolute-form target is served as its path (RFC 9112)", async () => {
+      const r = await call(gw, "GET", `http://127.0.0.1:${gw.port}/healthz`)
+      expect(r.status).toBe(200)
+      expect(parse(r)).toEqual({ ok: true })
+    })
+
     it("a query string does not change the route", async () => {
       expect((await call(gw, "GET", "/healthz?probe=1")).status).toBe(200)
       const r = await call(gw, "POST", "/v1/chat/completions?x=1", { headers: jsonType, body: chatBody("with query") })
@@ -461,6 +467,8 @@ describe("edge with keys configured", () => {
       expectGemini(await call(gw, "POST", `${path}?key=sk-wrong-0123456789`, { headers: jsonType, body }), 401, "UNAUTHENTICATED")
       expectGemini(await call(gw, "GET", "/v1beta/nope"), 401, "UNAUTHENTICATED")
       expectGemini(await call(gw, "POST", "/upload/v1beta/files", { headers: jsonType, body: "{}" }), 401, "UNAUTHENTICATED")
+      // the first key present is the one read: a wrong bearer is not rescued by a right x-goog-api-key
+      expectGemini(await call(gw, "POST", path, { headers: { ...jsonType, ...bearer("sk-wrong-0123456789"), "x-goog-api-key": KEY }, body }), 401, "UNAUTHENTICATED")
       // x-api-key is a Messages spelling, not a Gemini one
       expectGemini(await call(gw, "POST", path, { headers: { ...jsonType, "x-api-key": KEY }, body }), 401, "UNAUTHENTICATED")
       await expectServing(gw, bearer())
