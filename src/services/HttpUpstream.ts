@@ -23,6 +23,8 @@ export interface UpstreamResponse {
   readonly stream: Stream.Stream<Uint8Array, TransportFailure>
 }
 
+const ignore = () => {}
+
 const classify = (error: unknown): TransportFailure => {
   const name = error instanceof Error ? error.name : ""
   const code = typeof error === "object" && error !== null && "code" in error ? String((error as { code: unknown }).code) : ""
@@ -55,6 +57,9 @@ export class HttpUpstream extends Context.Tag("gateway/HttpUpstream")<
             const signal = AbortSignal.any([interrupt, AbortSignal.timeout(remaining)])
             const response = await request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal })
             const body = response.body as unknown as Readable
+            // destroying a body we stopped reading (client gone, answer cut short) emits an error
+            // after the stream's own listeners are gone: without this one it is an uncaught exception
+            body.on("error", ignore)
             const result: UpstreamResponse = {
               status: response.statusCode,
               headers: response.headers,
