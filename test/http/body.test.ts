@@ -1,8 +1,8 @@
-import * as http from "node:http"
 import * as net from "node:net"
 import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
+import { rawCall, type RawCallOptions, type RawReply } from "../support/RawHttp.js"
 
 /**
  * Request bodies at the edge over real sockets: media type, JSON, size caps (declared and chunked,
@@ -11,36 +11,10 @@ import { startGateway, type TestGateway } from "../support/Gateway.js"
 
 type Json = Record<string, unknown>
 
-interface Reply {
-  readonly status: number
-  readonly headers: Readonly<Record<string, string | Array<string> | undefined>>
-  readonly text: string
-}
-
-interface CallOptions {
-  readonly headers?: Readonly<Record<string, string>>
-  readonly body?: string | Buffer
-  /** send the body with Transfer-Encoding: chunked instead of a Content-Length */
-  readonly chunked?: boolean
-}
+type Reply = RawReply
 
 /** One request on a fresh connection. */
-const call = (gw: TestGateway, method: string, path: string, options: CallOptions = {}): Promise<Reply> =>
-  new Promise<Reply>((resolve, reject) => {
-    const headers: Record<string, string> = { ...options.headers }
-    if (options.body !== undefined && options.chunked !== true) headers["content-length"] = String(Buffer.byteLength(options.body))
-    if (options.chunked === true) headers["transfer-encoding"] = "chunked"
-    const req = http.request({ host: "127.0.0.1", port: gw.port, method, path, headers, agent: false }, (res) => {
-      const chunks: Array<Buffer> = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString("utf8") }))
-      res.on("error", reject)
-    })
-    // the server may answer and close before the whole body is sent
-    req.on("error", reject)
-    if (options.body !== undefined) req.write(options.body)
-    req.end()
-  })
+const call = (gw: TestGateway, method: string, path: string, options: RawCallOptions = {}): Promise<Reply> => rawCall(gw.port, method, path, options)
 
 const parse = (r: Reply): Json => JSON.parse(r.text) as Json
 const errorOf = (r: Reply): Json => parse(r).error as Json

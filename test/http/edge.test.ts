@@ -2,6 +2,7 @@ import * as http from "node:http"
 import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
+import { rawCall, type RawCallOptions, type RawReply } from "../support/RawHttp.js"
 
 /**
  * The HTTP edge over real sockets: Host and Origin checks, auth per family, 404 vs 405, the
@@ -10,31 +11,10 @@ import { startGateway, type TestGateway } from "../support/Gateway.js"
 
 type Json = Record<string, unknown>
 
-interface Reply {
-  readonly status: number
-  readonly headers: http.IncomingHttpHeaders
-  readonly text: string
-}
+type Reply = RawReply
 
-interface CallOptions {
-  readonly headers?: Readonly<Record<string, string>>
-  readonly body?: string
-}
-
-/** One request on a fresh connection; the Host header may be overridden through `headers.host`. */
-const call = (gw: TestGateway, method: string, path: string, options: CallOptions = {}): Promise<Reply> =>
-  new Promise<Reply>((resolve, reject) => {
-    const headers: Record<string, string> = { ...options.headers }
-    if (options.body !== undefined) headers["content-length"] = String(Buffer.byteLength(options.body))
-    const req = http.request({ host: "127.0.0.1", port: gw.port, method, path, headers, agent: false }, (res) => {
-      const chunks: Array<Buffer> = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString("utf8") }))
-      res.on("error", reject)
-    })
-    req.on("error", reject)
-    req.end(options.body)
-  })
+/** One request on a fresh connection. */
+const call = (gw: TestGateway, method: string, path: string, options: RawCallOptions = {}): Promise<Reply> => rawCall(gw.port, method, path, options)
 
 const parse = (r: Reply): Json => JSON.parse(r.text) as Json
 const errorOf = (r: Reply): Json => parse(r).error as Json

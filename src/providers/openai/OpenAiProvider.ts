@@ -50,7 +50,7 @@ const argumentsAreJson = (events: ReadonlyArray<ModelEvent>) =>
   events.every((e) => e._tag !== "ToolCall" || parseJson(e.call.arguments) !== undefined)
 
 /**
- * The `openai` provider type: any OpenAI-compatible chat-completions upstream over HTTP. `stream`
+ * The `openai` provider type: every OpenAI-compatible chat-completions upstream over HTTP. `stream`
  * makes an SSE upstream call (tool calls assembled and emitted whole); `complete` makes one JSON
  * call whose answer is turned into the same events.
  */
