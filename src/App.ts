@@ -6,14 +6,17 @@ import type { Route } from "./http/Route.js"
 import { GatewayServer, serverLayer } from "./http/Server.js"
 import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
+import { responsesRoutes } from "./protocols/responses/Routes.js"
 import { MockProviderFactory } from "./providers/mock/MockProvider.js"
 import { OpenAiProviderFactory } from "./providers/openai/OpenAiProvider.js"
 import { Catalog } from "./services/Catalog.js"
 import { HttpUpstream } from "./services/HttpUpstream.js"
+import { ItemMemory } from "./services/ItemMemory.js"
 import { KeyStore } from "./services/KeyStore.js"
 import { Limits } from "./services/Limits.js"
 import { ModelRunner } from "./services/ModelRunner.js"
 import { ProviderClient, ProviderFactories } from "./services/ProviderClient.js"
+import { ResponseStore } from "./services/ResponseStore.js"
 import { databaseLayer } from "./sql/Database.js"
 
 /** Provider factories: one per provider type. A new provider type is one more entry. */
@@ -32,13 +35,16 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const limits = Limits.layer(config).pipe(Layer.provide(base))
   const providerClient = providers ?? ProviderClient.layer(config.providers).pipe(Layer.provide(factoriesLayer))
   const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient)))
-  return Layer.mergeAll(base, limits, providerClient, runner, databaseLayer(config.dataDir))
+  const database = databaseLayer(config.dataDir)
+  const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
+  return Layer.mergeAll(base, limits, providerClient, runner, database, responseStore, ItemMemory.layer())
 }
 
 /** Every route of the gateway. */
 const allRoutes = Effect.gen(function* () {
   const routes: Array<Route> = []
   routes.push(...(yield* chatRoutes))
+  routes.push(...(yield* responsesRoutes))
   routes.push(...(yield* probeRoutes(() => routes.filter((r) => typeof r.path === "string").map((r) => ({ method: r.method, path: r.path as string })))))
   return routes
 })

@@ -5,10 +5,12 @@ import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import meta from "./migrations/0001_meta.js"
+import responses from "./migrations/0002_responses.js"
 
 /** Migrations by `<id>_<name>`, run in order at start. */
 const migrations = Migrator.fromRecord({
-  "0001_meta": meta
+  "0001_meta": meta,
+  "0002_responses": responses
 })
 
 /**

@@ -1,14 +1,15 @@
 import { Effect, Stream } from "effect"
 import { Settings } from "../../Config.js"
-import { addUsage, emptyAnswer, emptyUsage, foldEvent, foldEvents, type Answer, type ModelEvent } from "../../domain/Canonical.js"
+import { addUsage, emptyUsage, foldEvents, type Answer } from "../../domain/Canonical.js"
 import { type GatewayError } from "../../domain/Errors.js"
 import { Ids } from "../../domain/Ids.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { writeStream } from "../../http/Writer.js"
 import { Catalog } from "../../services/Catalog.js"
-import { ModelRunner, type StartedRun } from "../../services/ModelRunner.js"
+import { ModelRunner } from "../../services/ModelRunner.js"
 import { decodeBody } from "../Decode.js"
+import { holdStructured } from "../HeldBack.js"
 import { decodeChat, decodeCompletion, type DecodedChat } from "./Decode.js"
 import * as Encode from "./Encode.js"
 import { ChatRequest, CompletionRequest } from "./Schema.js"
@@ -31,26 +32,6 @@ const structuredAnswer = (answer: Answer, decoded: DecodedChat): Effect.Effect<{
   const resolved = resolveStructured(answer, structured)
   return resolved._tag === "ok" ? Effect.succeed(resolved.result) : Effect.fail(resolved.error)
 }
-
-/** Fold a streamed run into its answer, applying the structured-output rules. */
-const answerOf = (run: StartedRun, decoded: DecodedChat) =>
-  Stream.runFold(run.events, emptyAnswer, foldEvent).pipe(Effect.flatMap((answer) => structuredAnswer(answer, decoded)))
-
-/**
- * A structured stream holds everything back until the turn ends and sends the resolved answer as
- * one piece; it is resolved before the response commits, so a missing answer is a real HTTP error.
- */
-const heldBack = (run: StartedRun, decoded: DecodedChat): Effect.Effect<StartedRun, GatewayError> =>
-  decoded.request.structured === undefined
-    ? Effect.succeed(run)
-    : Effect.map(answerOf(run, decoded), ({ answer }) => {
-        const events: Array<ModelEvent> = []
-        if (answer.reasoning !== "") events.push({ _tag: "ReasoningDelta", text: answer.reasoning })
-        if (answer.text !== "") events.push({ _tag: "TextDelta", text: answer.text })
-        for (const call of answer.toolCalls) events.push({ _tag: "ToolCall", call })
-        events.push({ _tag: "Usage", usage: answer.usage }, { _tag: "Finish", reason: answer.finishReason })
-        return { ...run, events: Stream.fromIterable(events) }
-      })
 
 const makeHandler = (legacy: boolean) =>
   Effect.gen(function* () {
@@ -88,7 +69,7 @@ const makeHandler = (legacy: boolean) =>
 
         return yield* Effect.scoped(
           Effect.gen(function* () {
-            const runs = yield* Effect.forEach(indexes, () => Effect.flatMap(start, (run) => heldBack(run, decoded)), { concurrency: "unbounded" })
+            const runs = yield* Effect.forEach(indexes, () => Effect.flatMap(start, (run) => holdStructured(run, decoded.request.structured)), { concurrency: "unbounded" })
             let usage = emptyUsage
             const perChoice = runs.map((run, index) => {
               const state = Encode.newChoiceState()

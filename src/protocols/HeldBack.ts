@@ -1,0 +1,25 @@
+import { Effect, Stream } from "effect"
+import { foldEvents, type ModelEvent, type StructuredOutput } from "../domain/Canonical.js"
+import type { GatewayError } from "../domain/Errors.js"
+import { resolveStructured } from "../domain/Structured.js"
+import type { StartedRun } from "../services/ModelRunner.js"
+
+/**
+ * A structured answer streams as one piece: the run is read to its end and resolved (respond call,
+ * or matching final text) before the response commits, so a missing answer is a real HTTP error;
+ * the resolved answer then replays as reasoning, one text delta, calls, usage and finish.
+ */
+export const holdStructured = (run: StartedRun, structured: StructuredOutput | undefined): Effect.Effect<StartedRun, GatewayError> => {
+  if (structured === undefined) return Effect.succeed(run)
+  return Effect.flatMap(Stream.runCollect(run.events), (chunk) => {
+    const resolved = resolveStructured(foldEvents(chunk), structured)
+    if (resolved._tag === "error") return Effect.fail(resolved.error)
+    const answer = resolved.result.answer
+    const events: Array<ModelEvent> = []
+    if (answer.reasoning !== "") events.push({ _tag: "ReasoningDelta", text: answer.reasoning })
+    if (answer.text !== "") events.push({ _tag: "TextDelta", text: answer.text })
+    for (const call of answer.toolCalls) events.push({ _tag: "ToolCall", call })
+    events.push({ _tag: "Usage", usage: answer.usage }, { _tag: "Finish", reason: answer.finishReason })
+    return Effect.succeed({ ...run, events: Stream.fromIterable(events) })
+  })
+}

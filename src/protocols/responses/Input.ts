@@ -1,0 +1,221 @@
+import { Either } from "effect"
+import type { AssistantPart, Message, TextPart, ToolResultPart, UserPart } from "../../domain/Canonical.js"
+import { Errors, type GatewayError } from "../../domain/Errors.js"
+import { randomHex } from "../../domain/Ids.js"
+import { decodeAt } from "../Decode.js"
+import { flattenName } from "./Tools.js"
+import { itemSchemas, type ContentPart } from "./Schema.js"
+
+/**
+ * Responses-style input items (spec 2.1): decoded one by one by type, given ids, and turned into
+ * canonical messages. Items are kept as JSON records: that is how they are stored and listed.
+ */
+
+export type Item = Readonly<Record<string, unknown>>
+
+type Result<A> = Either.Either<A, GatewayError>
+
+const decoders = {
+  message: decodeAt(itemSchemas.message),
+  function_call: decodeAt(itemSchemas.function_call),
+  function_call_output: decodeAt(itemSchemas.function_call_output),
+  custom_tool_call: decodeAt(itemSchemas.custom_tool_call),
+  custom_tool_call_output: decodeAt(itemSchemas.custom_tool_call_output),
+  additional_tools: decodeAt(itemSchemas.additional_tools),
+  item_reference: decodeAt(itemSchemas.item_reference),
+  reasoning: decodeAt(itemSchemas.reasoning)
+} as const
+
+type ItemType = keyof typeof decoders
+
+/** The type of an input item; a message may leave it out. */
+export const itemType = (item: Item): string => (typeof item.type === "string" ? item.type : "role" in item ? "message" : "")
+
+/** Id prefixes of generated input item ids (spec 2.1). */
+const idPrefix = (type: string): string =>
+  type === "function_call" || type === "custom_tool_call" ? "fc_" : type === "function_call_output" || type === "custom_tool_call_output" ? "fco_" : "msg_"
+
+export const newItemId = (prefix: string) => `${prefix}${randomHex()}`
+
+/**
+ * Validate this request's input items (string input is one user message), resolve item
+ * references, drop reasoning items, and give every item an id (the caller's, or a generated one).
+ */
+export const readInput = (
+  input: string | ReadonlyArray<unknown> | undefined,
+  lookup: (id: string) => Item | undefined
+): Result<Array<Item>> => {
+  if (input === undefined) return Either.right([])
+  if (typeof input === "string") return Either.right([{ id: newItemId("msg_"), type: "message", role: "user", content: [{ type: "input_text", text: input }] }])
+  const items: Array<Item> = []
+  for (let i = 0; i < input.length; i++) {
+    const at = `input.${i}`
+    const raw = input[i]
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+      return Either.left(Errors.invalidRequest("invalid_request_error", `${at}: an input item is an object`, { param: at }))
+    }
+    const item = raw as Item
+    const type = itemType(item)
+    if (!(type in decoders)) {
+      return Either.left(Errors.invalidRequest("invalid_request_error", `${at}.type: unknown input item type '${type}'`, { param: `${at}.type` }))
+    }
+    const decode: (value: unknown, at: string) => Result<unknown> = decoders[type as ItemType]
+    const decoded = decode(item, at)
+    if (Either.isLeft(decoded)) return Either.left(decoded.left)
+    if (type === "reasoning") continue
+    if (type === "item_reference") {
+      const id = String(item.id)
+      const held = lookup(id)
+      if (held === undefined) {
+        return Either.left(Errors.invalidRequest("item_not_found", `${at}.id: no output item ${id} is held for reference`, { param: `${at}.id` }))
+      }
+      items.push(held)
+      continue
+    }
+    const copy: Record<string, unknown> = { ...item, type }
+    if (typeof copy.id !== "string" || copy.id === "") copy.id = newItemId(type === "additional_tools" ? "at_" : idPrefix(type))
+    items.push(copy)
+  }
+  return Either.right(items)
+}
+
+const dataUrlType = (url: string): string | undefined => /^data:([^;,]+)[;,]/.exec(url)?.[1]
+
+const partsOf = (content: string | ReadonlyArray<ContentPart>, at: string): Result<Array<UserPart>> => {
+  if (typeof content === "string") return Either.right([{ type: "text", text: content }])
+  const parts: Array<UserPart> = []
+  for (let j = 0; j < content.length; j++) {
+    const p = content[j]
+    const where = `${at}.content.${j}`
+    switch (p.type) {
+      case "input_text":
+      case "output_text":
+      case "text":
+        parts.push({ type: "text", text: p.text })
+        break
+      case "refusal":
+        parts.push({ type: "text", text: p.refusal })
+        break
+      case "image_url": {
+        const url = typeof p.image_url === "string" ? p.image_url : p.image_url.url
+        parts.push({ type: "image", url, ...(dataUrlType(url) ? { mediaType: dataUrlType(url)! } : {}) })
+        break
+      }
+      case "input_image": {
+        if (p.file_id) return Either.left(Errors.notFound("invalid_request_error", `No such File object: ${p.file_id}`, { param: `${where}.file_id` }))
+        if (!p.image_url) return Either.left(Errors.invalidRequest("invalid_request_error", `${where}: needs image_url or file_id`, { param: where }))
+        parts.push({ type: "image", url: p.image_url, ...(p.detail ? { detail: p.detail } : {}), ...(dataUrlType(p.image_url) ? { mediaType: dataUrlType(p.image_url)! } : {}) })
+        break
+      }
+      case "input_file": {
+        if (p.file_id) return Either.left(Errors.notFound("invalid_request_error", `No such File object: ${p.file_id}`, { param: `${where}.file_id` }))
+        if (p.file_data) {
+          const mediaType = dataUrlType(p.file_data) ?? "application/pdf"
+          const data = p.file_data.startsWith("data:") ? p.file_data : `data:${mediaType};base64,${p.file_data}`
+          parts.push({ type: "file", mediaType, data, ...(p.filename ? { filename: p.filename } : {}) })
+          break
+        }
+        if (p.file_url) {
+          return Either.left(Errors.invalidRequest("unsupported_parameter", `${where}.file_url: fetching files by URL is not supported; send file_data or file_id`, { param: `${where}.file_url` }))
+        }
+        return Either.left(Errors.invalidRequest("invalid_request_error", `${where}: needs file_data, file_url or file_id`, { param: where }))
+      }
+    }
+  }
+  return Either.right(parts)
+}
+
+const textOf = (content: string | ReadonlyArray<ContentPart>): string =>
+  typeof content === "string" ? content : content.map((p) => ("text" in p ? p.text : p.type === "refusal" ? p.refusal : "")).join("")
+
+const outputText = (output: string | ReadonlyArray<ContentPart>): Array<TextPart> =>
+  typeof output === "string" ? [{ type: "text", text: output }] : output.flatMap((p) => ("text" in p ? [{ type: "text" as const, text: p.text }] : []))
+
+export interface Conversation {
+  readonly system: ReadonlyArray<TextPart>
+  readonly messages: ReadonlyArray<Message>
+  /** additional_tools lists, oldest first */
+  readonly additionalTools: ReadonlyArray<{ readonly tools: ReadonlyArray<Item>; readonly at: string }>
+}
+
+/**
+ * The canonical conversation of a list of input items (history first). System and developer
+ * messages become the system prompt after `instructions`; assistant text and calls join one
+ * assistant turn; call outputs join one tool turn and must answer an earlier call.
+ */
+export const toConversation = (items: ReadonlyArray<Item>, instructions: string | undefined, offset: number): Result<Conversation> => {
+  const system: Array<TextPart> = instructions ? [{ type: "text", text: instructions }] : []
+  const messages: Array<Message> = []
+  const additionalTools: Array<{ tools: ReadonlyArray<Item>; at: string }> = []
+  const calls = new Map<string, string>()
+  const at = (i: number) => `input.${i - offset}`
+  const pushAssistant = (part: AssistantPart) => {
+    const last = messages[messages.length - 1]
+    if (last?.role === "assistant") messages[messages.length - 1] = { role: "assistant", parts: [...last.parts, part] }
+    else messages.push({ role: "assistant", parts: [part] })
+  }
+  const pushResult = (part: ToolResultPart) => {
+    const last = messages[messages.length - 1]
+    if (last?.role === "tool") messages[messages.length - 1] = { role: "tool", parts: [...last.parts, part] }
+    else messages.push({ role: "tool", parts: [part] })
+  }
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]
+    switch (itemType(item)) {
+      case "message": {
+        const m = item as unknown as typeof itemSchemas.message.Type
+        if (m.role === "system" || m.role === "developer") system.push({ type: "text", text: textOf(m.content) })
+        else if (m.role === "assistant") {
+          const text = textOf(m.content)
+          if (text !== "") pushAssistant({ type: "text", text })
+        } else {
+          const parts = partsOf(m.content, at(i))
+          if (Either.isLeft(parts)) return Either.left(parts.left)
+          messages.push({ role: "user", parts: parts.right })
+        }
+        break
+      }
+      case "function_call":
+      case "custom_tool_call": {
+        const c = item as { call_id: string; name: string; namespace?: string; arguments?: string; input?: string }
+        const flat = c.namespace !== undefined ? flattenName(c.namespace, c.name) : c.name
+        calls.set(c.call_id, flat)
+        pushAssistant({ type: "tool_call", id: c.call_id, name: flat, arguments: c.arguments ?? JSON.stringify({ input: c.input ?? "" }) })
+        break
+      }
+      case "function_call_output":
+      case "custom_tool_call_output": {
+        const o = item as { call_id: string; output: string | ReadonlyArray<ContentPart> }
+        const name = calls.get(o.call_id)
+        if (name === undefined) {
+          return Either.left(
+            Errors.invalidRequest("invalid_request_error", `${at(i)}.call_id: no earlier function_call has call_id ${o.call_id}`, { param: `${at(i)}.call_id` })
+          )
+        }
+        pushResult({ type: "tool_result", callId: o.call_id, name, content: outputText(o.output) })
+        break
+      }
+      case "additional_tools": {
+        const a = item as { tools: ReadonlyArray<Item> }
+        additionalTools.push({ tools: a.tools, at: `${at(i)}.tools` })
+        break
+      }
+    }
+  }
+  return Either.right({ system, messages, additionalTools })
+}
+
+/** An input item in the full listing shape: a message has a type, a role and a list of parts. */
+export const listingShape = (item: Item): Item => {
+  if (itemType(item) !== "message") return item
+  const role = String(item.role)
+  const partType = role === "assistant" ? "output_text" : "input_text"
+  const content = item.content
+  const parts =
+    typeof content === "string"
+      ? [{ type: partType, text: content }]
+      : Array.isArray(content)
+        ? content.map((p: Item) => (p.type === "text" || p.type === "input_text" || p.type === "output_text" ? { type: partType, text: p.text } : p))
+        : []
+  return { id: item.id, type: "message", role, content: parts, ...(item.status !== undefined ? { status: item.status } : {}) }
+}

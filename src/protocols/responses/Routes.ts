@@ -1,0 +1,276 @@
+import { Effect, Either, Option, Stream } from "effect"
+import { Settings } from "../../Config.js"
+import { foldEvents, type Answer, type CanonicalRequest } from "../../domain/Canonical.js"
+import { Errors, type GatewayError } from "../../domain/Errors.js"
+import { resolveStructured, respondToolName, withRespondTool } from "../../domain/Structured.js"
+import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { writeStream } from "../../http/Writer.js"
+import { ItemMemory } from "../../services/ItemMemory.js"
+import { ModelRunner } from "../../services/ModelRunner.js"
+import { ResponseStore } from "../../services/ResponseStore.js"
+import { decodeBody } from "../Decode.js"
+import { holdStructured } from "../HeldBack.js"
+import { makeEncoder } from "./Events.js"
+import { itemType, listingShape, readInput, toConversation, type Item } from "./Input.js"
+import { newResponseId, outputAsInput, outputItems, responseObject, type ResponseFrame } from "./Output.js"
+import { ResponsesRequest } from "./Schema.js"
+import { planToolChoice, planTools, type ToolPlan } from "./Tools.js"
+
+const decodeRequest = decodeBody(ResponsesRequest)
+
+const unsupported = (param: string, why: string) => Errors.invalidRequest("unsupported_parameter", `${param}: ${why}`, { param })
+
+/** Fields refused by spec 7.2 when sent with a value. */
+const refusals = (wire: ResponsesRequest): GatewayError | undefined => {
+  if (wire.conversation !== undefined && wire.conversation !== null) return unsupported("conversation", "conversations are not supported; chain with previous_response_id")
+  if (wire.background === true) return unsupported("background", "background responses are not supported")
+  if (wire.prompt !== undefined && wire.prompt !== null) return unsupported("prompt", "prompt templates are not supported")
+  if (wire.top_logprobs !== undefined && wire.top_logprobs !== null) return unsupported("top_logprobs", "log probabilities are not supported")
+  if (wire.truncation === "auto") return unsupported("truncation", "automatic truncation is not supported")
+  return undefined
+}
+
+const fromEither = <A>(e: Either.Either<A, GatewayError>): Effect.Effect<A, GatewayError> => (Either.isRight(e) ? Effect.succeed(e.right) : Effect.fail(e.left))
+
+const notFound = (id: string) => Errors.notFound("not_found", `No response found with id '${id}'`)
+
+/** Everything decided before the model is called. */
+interface Prepared {
+  readonly wire: ResponsesRequest
+  readonly request: CanonicalRequest
+  readonly plan: ToolPlan
+  /** every input item the model sees, history first, with ids */
+  readonly input: ReadonlyArray<Item>
+  readonly frame: ResponseFrame
+  readonly headers: Record<string, string>
+}
+
+const structuredOf = (wire: ResponsesRequest, plan: ToolPlan, toolChoice: CanonicalRequest["toolChoice"]): Either.Either<CanonicalRequest["structured"], GatewayError> => {
+  const format = wire.text?.format
+  if (format === undefined || format === null || format.type === "text") return Either.right(undefined)
+  if (format.type === "json_object") return Either.right({ name: "json_object", schema: { type: "object" }, jsonObject: true })
+  if (toolChoice.type === "tool") return Either.left(unsupported("tool_choice", "a named tool cannot be combined with text.format json_schema"))
+  if (plan.entries.has(respondToolName)) {
+    return Either.left(Errors.invalidRequest("reserved_tool_name", `tools: the name ${respondToolName} is reserved when text.format is json_schema`, { param: "tools" }))
+  }
+  return Either.right({ name: format.name ?? "response", schema: format.schema ?? { type: "object" }, jsonObject: false })
+}
+
+export const responsesRoutes = Effect.gen(function* () {
+  const config = yield* Settings
+  const runner = yield* ModelRunner
+  const store = yield* ResponseStore
+  const memory = yield* ItemMemory
+
+  const prepare = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      const wire = yield* decodeRequest(yield* ctx.json)
+      const refused = refusals(wire)
+      if (refused !== undefined) return yield* refused
+      const app = ctx.principal.app
+      let history: ReadonlyArray<Item> = []
+      if (wire.previous_response_id) {
+        const previous = yield* store.get(app, wire.previous_response_id)
+        if (Option.isNone(previous)) {
+          return yield* Errors.invalidRequest("previous_response_not_found", `previous_response_id: no stored response ${wire.previous_response_id}`, {
+            param: "previous_response_id"
+          })
+        }
+        const output = previous.value.response.output
+        history = [...previous.value.input, ...outputAsInput(Array.isArray(output) ? (output as ReadonlyArray<Item>) : [])]
+      }
+      const referenced = new Map<string, Item>()
+      if (Array.isArray(wire.input)) {
+        for (const raw of wire.input) {
+          const item = raw as Item
+          if (typeof item === "object" && item !== null && item.type === "item_reference" && typeof item.id === "string") {
+            const held = yield* memory.lookup(app, item.id)
+            if (Option.isSome(held)) referenced.set(item.id, held.value)
+          }
+        }
+      }
+      const fresh = yield* fromEither(readInput(wire.input, (id) => referenced.get(id)))
+      const input = [...history, ...fresh]
+      const conversation = yield* fromEither(toConversation(input, wire.instructions ?? undefined, history.length))
+      const plan = yield* fromEither(planTools(wire.tools ?? [], conversation.additionalTools, { onHostedTools: ctx.app.onHostedTools, maxTools: config.maxTools }))
+      const toolChoice = yield* fromEither(planToolChoice(wire.tool_choice, plan))
+      const structured = yield* fromEither(structuredOf(wire, plan, toolChoice))
+      const parallelToolCalls = wire.parallel_tool_calls !== false
+      const request: CanonicalRequest = {
+        system: conversation.system,
+        messages: conversation.messages,
+        tools: plan.tools,
+        toolChoice,
+        sampling: { ...(wire.temperature != null ? { temperature: wire.temperature } : {}), ...(wire.top_p != null ? { topP: wire.top_p } : {}) },
+        ...(wire.max_output_tokens != null ? { maxOutputTokens: wire.max_output_tokens } : {}),
+        ...(wire.reasoning?.effort ? { reasoningEffort: wire.reasoning.effort } : {}),
+        ...(structured !== undefined ? { structured } : {}),
+        parallelToolCalls,
+        stream: wire.stream === true,
+        ...(wire.user ? { user: wire.user } : {})
+      }
+      const headers: Record<string, string> = {}
+      if (plan.droppedHosted.length > 0) headers["x-gateway-dropped-tools"] = plan.droppedHosted.join(",")
+      if (!parallelToolCalls) headers["x-gateway-parallel-tools"] = "limited"
+      const frame: ResponseFrame = {
+        id: newResponseId(),
+        createdAt: Math.floor(Date.now() / 1000),
+        model: wire.model,
+        instructions: wire.instructions ?? null,
+        maxOutputTokens: wire.max_output_tokens ?? null,
+        parallelToolCalls,
+        previousResponseId: wire.previous_response_id ?? null,
+        reasoning: { effort: wire.reasoning?.effort ?? null, summary: null },
+        store: wire.store !== false,
+        temperature: wire.temperature ?? null,
+        topP: wire.top_p ?? null,
+        text: { format: wire.text?.format ?? { type: "text" } },
+        toolChoice: wire.tool_choice ?? "auto",
+        tools: plan.echo,
+        user: wire.user ?? null,
+        metadata: wire.metadata ?? {}
+      }
+      return { wire, request, plan, input, frame, headers } satisfies Prepared
+    })
+
+  /** Keep a finished answer: stored record (when `store`) and its items for item_reference. */
+  const keep = (ctx: RequestContext, prepared: Prepared, response: Readonly<Record<string, unknown>>, output: ReadonlyArray<Item>) =>
+    prepared.frame.store
+      ? Effect.zipRight(
+          store.save(
+            { id: prepared.frame.id, app: ctx.principal.app, createdAt: prepared.frame.createdAt * 1000, response, input: prepared.input },
+            { maxAgeDays: ctx.app.maxAgeDays }
+          ),
+          memory.remember(ctx.principal.app, prepared.frame.id, output)
+        )
+      : Effect.void
+
+
+  const create = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      const prepared = yield* prepare(ctx)
+      const { frame, plan, request: canonical } = prepared
+      const request = withRespondTool(canonical)
+      const options = { reasoningOutput: ctx.app.reasoningOutput, parallelToolCalls: canonical.parallelToolCalls }
+      const runOptions = {
+        model: prepared.wire.model,
+        request,
+        app: ctx.app,
+        deadline: ctx.deadline,
+        ...(canonical.reasoningEffort !== undefined ? { resolve: { reasoningEffort: canonical.reasoningEffort } } : {})
+      }
+
+      if (!canonical.stream) {
+        const done = yield* runner.complete(runOptions)
+        let answer: Answer = foldEvents(done.events)
+        const headers: Record<string, string> = { ...prepared.headers, "x-gateway-session": done.sessionId }
+        if (done.droppedParams.length > 0) headers["x-gateway-dropped-params"] = done.droppedParams.join(",")
+        if (canonical.structured !== undefined) {
+          const resolved = resolveStructured(answer, canonical.structured)
+          if (resolved._tag === "error") return yield* resolved.error
+          answer = resolved.result.answer
+          if (resolved.result.fallback) headers["x-gateway-structured-fallback"] = "text"
+        }
+        const output = outputItems(answer, plan, options)
+        const status = output.some((i) => i.type === "message" && i.status === "incomplete") ? "incomplete" : "completed"
+        const response = responseObject(frame, { status, output, usage: answer.usage, finish: answer.finishReason })
+        yield* keep(ctx, prepared, response, output)
+        return Reply.json(response, { headers })
+      }
+
+      return yield* Effect.scoped(
+        Effect.gen(function* () {
+          const started = yield* Effect.flatMap(runner.start(runOptions), (s) => holdStructured(s, canonical.structured))
+          const encoder = makeEncoder({ plan, ...options })
+          const inProgress = responseObject(frame, { status: "in_progress" })
+          const finish = Effect.suspend(() => {
+            const closed = encoder.close()
+            const status = closed.finish === "length" || closed.finish === "content_filter" ? "incomplete" : "completed"
+            const response = responseObject(frame, { status, output: closed.output, usage: closed.usage, finish: closed.finish })
+            return keep(ctx, prepared, response, closed.output).pipe(
+              Effect.as(closed.frames + encoder.terminal(status === "incomplete" ? "response.incomplete" : "response.completed", response))
+            )
+          })
+          const body = Stream.make(encoder.start(inProgress)).pipe(
+            Stream.concat(Stream.map(started.events, encoder.event)),
+            Stream.concat(Stream.fromEffect(finish)),
+            Stream.catchAll((error) =>
+              Stream.sync(() => {
+                const closed = encoder.close()
+                return encoder.terminal("response.failed", responseObject(frame, { status: "failed", output: closed.output, error: { code: error.code, message: error.message } }))
+              })
+            )
+          )
+          const headers: Record<string, string> = {
+            ...prepared.headers,
+            ...ctx.idHeaders,
+            "x-gateway-session": started.sessionId,
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache"
+          }
+          if (started.droppedParams.length > 0) headers["x-gateway-dropped-params"] = started.droppedParams.join(",")
+          yield* writeStream(ctx.response, 200, headers, body)
+          return Reply.written
+        })
+      )
+    })
+
+  const idOf = (path: string, suffix = ""): Readonly<Record<string, string>> | undefined => {
+    const match = new RegExp(`^/v1/responses/([^/]+)${suffix}$`).exec(path)
+    return match === null ? undefined : { id: decodeURIComponent(match[1]) }
+  }
+
+  const retrieve = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      if (ctx.query.get("stream") === "true") return yield* unsupported("stream", "a stored response cannot be replayed as a stream")
+      const record = yield* store.get(ctx.principal.app, ctx.params.id)
+      if (Option.isNone(record)) return yield* notFound(ctx.params.id)
+      return Reply.json(record.value.response)
+    })
+
+  const remove = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      const removed = yield* store.remove(ctx.principal.app, ctx.params.id)
+      if (!removed) return yield* notFound(ctx.params.id)
+      yield* memory.forget(ctx.principal.app, ctx.params.id)
+      return Reply.json({ id: ctx.params.id, object: "response.deleted", deleted: true })
+    })
+
+  const inputItems = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      const limitText = ctx.query.get("limit")
+      const limit = limitText === null ? 20 : Number(limitText)
+      if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
+        return yield* Errors.invalidRequest("invalid_request_error", "limit: must be an integer from 1 to 100", { param: "limit" })
+      }
+      const order = ctx.query.get("order") ?? "desc"
+      if (order !== "asc" && order !== "desc") return yield* Errors.invalidRequest("invalid_request_error", "order: must be asc or desc", { param: "order" })
+      const record = yield* store.get(ctx.principal.app, ctx.params.id)
+      if (Option.isNone(record)) return yield* notFound(ctx.params.id)
+      const listed = record.value.input.filter((i) => itemType(i) !== "additional_tools").map(listingShape)
+      if (order === "desc") listed.reverse()
+      let start = 0
+      const after = ctx.query.get("after")
+      if (after !== null) {
+        const at = listed.findIndex((i) => i.id === after)
+        if (at < 0) return yield* Errors.invalidRequest("invalid_request_error", `after: no input item ${after} in this response`, { param: "after" })
+        start = at + 1
+      }
+      const data = listed.slice(start, start + limit)
+      return Reply.json({
+        object: "list",
+        data,
+        first_id: data[0]?.id ?? null,
+        last_id: data[data.length - 1]?.id ?? null,
+        has_more: start + limit < listed.length
+      })
+    })
+
+  const routes: ReadonlyArray<Route> = [
+    { method: "POST", path: "/v1/responses", auth: "key", handler: create, label: "responses.create" },
+    { method: "GET", path: (p) => idOf(p), auth: "key", handler: retrieve, label: "responses.get" },
+    { method: "DELETE", path: (p) => idOf(p), auth: "key", handler: remove, label: "responses.delete" },
+    { method: "GET", path: (p) => idOf(p, "/input_items"), auth: "key", handler: inputItems, label: "responses.input_items" }
+  ]
+  return routes
+})
