@@ -98,8 +98,9 @@ const serialize = (record: StoredRecord, maxBytes: number) =>
     let sinceYield = bytes
     const last = record.input.length - 1
     for (let i = 0; i <= last; i++) {
-      const item = yield* stringify(record.input[i])
-      const size = Buffer.byteLength(item)
+      const known = itemText.get(record.input[i])
+      const item = known?.text ?? (yield* stringify(record.input[i]))
+      const size = known?.bytes ?? Buffer.byteLength(item)
       bytes += size + (i > 0 ? 1 : 0)
       if (bytes > maxBytes) lines = []
       else lines.push(i < last ? `${item},` : item)
@@ -158,6 +159,13 @@ const writeAtomically = (dir: string, name: string, lines: ReadonlyArray<string>
 const unlinkAll = (dir: string, ids: ReadonlyArray<string>) =>
   Effect.promise(() => Promise.all(ids.map((id) => fs.promises.unlink(path.join(dir, fileName(id))).catch(() => undefined))))
 
+/**
+ * The serialized text of items read back from a file. A chained request passes its history items
+ * through by reference, so saving the new record reuses their text instead of serializing again:
+ * with a large history that is the difference between one and two multi-megabyte blocking steps.
+ */
+const itemText = new WeakMap<object, { readonly text: string; readonly bytes: number }>()
+
 /** Read a stored form back, parsing line by line with yields in between. */
 const readStored = (file: string) =>
   Effect.gen(function* () {
@@ -178,7 +186,10 @@ const readStored = (file: string) =>
     let sinceYield = 0
     for (let i = 2; i < end; i++) {
       const line = lines[i]
-      input.push(yield* parse(i < end - 1 ? line.slice(0, -1) : line))
+      const text = i < end - 1 ? line.slice(0, -1) : line
+      const item = yield* parse(text)
+      if (text.length >= SLICE_BYTES) itemText.set(item, { text, bytes: Buffer.byteLength(text) })
+      input.push(item)
       sinceYield += line.length
       if (sinceYield >= SLICE_BYTES) {
         sinceYield = 0

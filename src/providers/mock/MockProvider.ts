@@ -8,11 +8,12 @@ import { mockErrors, parseScript, type MockErrorKind, type Script } from "./Scri
 /** Characters (code points) per streamed delta. */
 const chunkSize = 16
 
-/** Length in code points, so a surrogate pair counts once. */
+const surrogatePair = /[\uD800-\uDBFF][\uDC00-\uDFFF]/g
+
+/** Length in code points, so a surrogate pair counts once (a native scan: inputs can be megabytes). */
 const charCount = (s: string): number => {
-  let n = 0
-  for (const _ of s) n++
-  return n
+  if (!/[\uD800-\uDBFF]/.test(s)) return s.length
+  return s.length - (s.match(surrogatePair)?.length ?? 0)
 }
 
 /** Split on code point boundaries into pieces of `chunkSize` characters. */

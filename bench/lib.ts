@@ -1,0 +1,136 @@
+/**
+ * Shared pieces of the benchmark: starting the gateway as a child process, and a load generator
+ * (autocannon, in this process) that reports latency percentiles from every response time.
+ */
+import { spawn, type ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+
+interface AutocannonOptions {
+  readonly url: string
+  readonly method: "POST" | "GET"
+  readonly headers: Readonly<Record<string, string>>
+  readonly body?: string
+  readonly connections: number
+  readonly duration?: number
+  readonly amount?: number
+  readonly timeout?: number
+}
+interface AutocannonResult {
+  readonly errors: number
+  readonly timeouts: number
+  readonly non2xx: number
+  readonly "2xx": number
+  readonly duration: number
+}
+interface AutocannonTracker {
+  on(event: "response", listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): AutocannonTracker
+}
+type Autocannon = (opts: AutocannonOptions, cb: (err: Error | null, result: AutocannonResult) => void) => AutocannonTracker
+const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon
+
+export interface LoadResult {
+  readonly requests: number
+  readonly errors: number
+  readonly perSecond: number
+  readonly p50: number
+  readonly p99: number
+  readonly mean: number
+}
+
+const percentile = (sorted: ReadonlyArray<number>, p: number) => (sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))])
+
+/** Run a load for `seconds` (or `amount` requests) and report per-response latencies in ms. */
+export const load = (options: {
+  readonly url: string
+  readonly body?: unknown
+  readonly connections: number
+  readonly seconds?: number
+  readonly amount?: number
+}): Promise<LoadResult> =>
+  new Promise((resolve, reject) => {
+    const times: Array<number> = []
+    let bad = 0
+    const tracker = autocannon(
+      {
+        url: options.url,
+        method: options.body === undefined ? "GET" : "POST",
+        headers: options.body === undefined ? {} : { "content-type": "application/json" },
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+        connections: options.connections,
+        ...(options.amount !== undefined ? { amount: options.amount } : { duration: options.seconds ?? 3 }),
+        timeout: 60
+      },
+      (err, result) => {
+        if (err) return reject(err)
+        const sorted = [...times].sort((a, b) => a - b)
+        resolve({
+          requests: times.length,
+          errors: result.errors + result.timeouts + bad,
+          perSecond: times.length / result.duration,
+          p50: percentile(sorted, 50),
+          p99: percentile(sorted, 99),
+          mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length)
+        })
+      }
+    )
+    tracker.on("response", (_client, status, _bytes, ms) => {
+      if (status >= 200 && status < 300) times.push(ms)
+      else bad++
+    })
+  })
+
+export interface RunningGateway {
+  readonly url: string
+  readonly child: ChildProcess
+  readonly stop: () => Promise<void>
+}
+
+/** Start `dist/main.js` with a YAML config in a fresh temp dir; resolves once it prints its address. */
+export const startGateway = (yaml: (dataDir: string) => string): Promise<RunningGateway> => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gw-bench-"))
+  const configFile = path.join(dir, "gateway.yaml")
+  fs.writeFileSync(configFile, yaml(path.join(dir, "data")))
+  const child = spawn(process.execPath, [path.join(repoRoot, "dist/main.js"), "--config", configFile, "--port", "0"], { cwd: dir, stdio: ["ignore", "pipe", "pipe"] })
+  const stop = async () => {
+    if (child.exitCode === null) {
+      child.kill("SIGTERM")
+      await new Promise<void>((r) => child.once("exit", () => r()))
+    }
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+  return new Promise((resolve, reject) => {
+    let out = ""
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${out}`)), 30_000)
+    child.stderr?.on("data", (d: Buffer) => (out += d.toString()))
+    child.stdout?.on("data", (d: Buffer) => {
+      out += d.toString()
+      const m = /listening on (http:\/\/\S+)/.exec(out)
+      if (m) {
+        clearTimeout(timer)
+        child.stdout?.removeAllListeners("data")
+        child.stdout?.resume()
+        resolve({ url: m[1], child, stop })
+      }
+    })
+    child.once("exit", (code) => reject(new Error(`gateway exited with ${code}: ${out}`)))
+  })
+}
+
+export const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted.length === 0 ? 0 : sorted[Math.floor(sorted.length / 2)]
+}
+
+/** POST JSON and return the parsed answer (throws on a non-2xx). */
+export const post = async (url: string, body: unknown): Promise<Record<string, unknown>> => {
+  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+  const text = await res.text()
+  if (!res.ok) throw new Error(`${res.status}: ${text.slice(0, 200)}`)
+  return JSON.parse(text) as Record<string, unknown>
+}

@@ -1,0 +1,107 @@
+/**
+ * npm run bench — measurements that are not timed inside `npm test`. Prints a table and writes
+ * bench/results/<timestamp>.json. `--quick` shortens every phase. See bench/README.md.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { load, median, post, repoRoot, startGateway, type LoadResult } from "./lib.js"
+
+const quick = process.argv.includes("--quick")
+const seconds = quick ? 2 : 4
+const rounds = quick ? 1 : 3
+
+const config = (dataDir: string) => `
+listen: { host: 127.0.0.1, port: 0 }
+dataDir: ${JSON.stringify(dataDir)}
+accessLog: false
+providers:
+  mock: { type: mock }
+`
+
+interface Row {
+  readonly scenario: string
+  readonly measure: string
+  readonly value: number
+  readonly unit: string
+}
+
+const rows: Array<Row> = []
+const note = (scenario: string, measure: string, value: number, unit: string) => {
+  rows.push({ scenario, measure, value: Math.round(value * 1000) / 1000, unit })
+  process.stderr.write(`[bench] ${scenario}: ${measure} = ${value.toFixed(3)} ${unit}\n`)
+}
+
+const gateway = await startGateway(config)
+const responses = `${gateway.url}/v1/responses`
+try {
+  // --- Responses chains: chaining from a response 100 turns deep vs 1 turn deep ---------------
+  const chain = async (depth: number) => {
+    let previous: string | undefined
+    for (let turn = 0; turn < depth; turn++) {
+      const answer = await post(responses, { model: "mock/echo", input: `turn ${turn}: what comes next?`, ...(previous ? { previous_response_id: previous } : {}) })
+      previous = String(answer.id)
+    }
+    return previous!
+  }
+  const shallow = await chain(1)
+  const deep = await chain(100)
+  const chainRuns: Record<"1" | "100", Array<LoadResult>> = { "1": [], "100": [] }
+  for (let round = 0; round < rounds; round++) {
+    for (const [depth, id] of [["1", shallow], ["100", deep]] as const) {
+      chainRuns[depth].push(
+        await load({ url: responses, connections: 1, seconds, body: { model: "mock/echo", previous_response_id: id, input: "and now?", store: false } })
+      )
+    }
+  }
+  const p50 = (depth: "1" | "100") => median(chainRuns[depth].map((r) => r.p50))
+  note("responses chain", "p50 latency, chaining from 1 turn", p50("1"), "ms")
+  note("responses chain", "p50 latency, chaining from 100 turns", p50("100"), "ms")
+  note("responses chain", "100-turn / 1-turn (target <= 2)", p50("100") / p50("1"), "x")
+
+  // --- An 8 MiB stored response does not block concurrent small requests ---------------------
+  // Each writer request is small but chains from a 7.4 MiB history, so the gateway reads one
+  // ~7.4 MiB stored record and writes a new ~7.5 MiB one: the storage path, without a big body.
+  // A second variant sends the 7.5 MiB as the request body itself (body parsing included).
+  const small = { model: "mock/echo", input: "small request", store: false }
+  const history = String((await post(responses, { model: "mock/echo", input: `::text ok\n${"x".repeat(7.4 * 1024 * 1024)}` })).id)
+  const viaHistory = { model: "mock/echo", previous_response_id: history, input: "::text stored", store: true }
+  const viaBody = { model: "mock/echo", input: `::text stored\n${"x".repeat(7.5 * 1024 * 1024)}`, store: true }
+  const measureWhile = async (writerBody: unknown) => {
+    const alone: Array<LoadResult> = []
+    const during: Array<LoadResult> = []
+    let written = 0
+    for (let round = 0; round < rounds; round++) {
+      alone.push(await load({ url: responses, connections: 4, seconds, body: small }))
+      let running = true
+      const writer = (async () => {
+        while (running) {
+          await post(responses, writerBody)
+          written++
+        }
+      })()
+      during.push(await load({ url: responses, connections: 4, seconds, body: small }))
+      running = false
+      await writer
+    }
+    return { alone: median(alone.map((r) => r.p99)), during: median(during.map((r) => r.p99)), written }
+  }
+  const stored = await measureWhile(viaHistory)
+  note("8 MiB store", "small requests p99, alone", stored.alone, "ms")
+  note("8 MiB store", "small requests p99, while 7.5 MiB records are stored", stored.during, "ms")
+  note("8 MiB store", "7.5 MiB records stored during the run", stored.written, "count")
+  note("8 MiB store", "while storing / alone p99 (target <= 2)", stored.during / stored.alone, "x")
+  const bodies = await measureWhile(viaBody)
+  note("8 MiB bodies", "small requests p99, while 7.5 MiB request bodies arrive", bodies.during, "ms")
+  note("8 MiB bodies", "while / alone p99 (JSON.parse of each body included)", bodies.during / bodies.alone, "x")
+} finally {
+  await gateway.stop()
+}
+
+const width = Math.max(...rows.map((r) => `${r.scenario}  ${r.measure}`.length))
+process.stdout.write(`\nbenchmark${quick ? " (quick)" : ""} — median of ${rounds} round(s) of ${seconds} s\n\n`)
+for (const r of rows) process.stdout.write(`${`${r.scenario}  ${r.measure}`.padEnd(width)}  ${String(r.value).padStart(10)} ${r.unit}\n`)
+const out = path.join(repoRoot, "bench/results")
+fs.mkdirSync(out, { recursive: true })
+const file = path.join(out, `${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
+fs.writeFileSync(file, JSON.stringify({ quick, rounds, seconds, node: process.version, rows }, null, 2))
+process.stdout.write(`\nwrote ${path.relative(repoRoot, file)}\n`)

@@ -1,0 +1,403 @@
+/**
+ * Runs the real Codex CLI (`@openai/codex`, a Responses API client) as a child process against a
+ * gateway (or any Responses server), offline, in throw-away directories.
+ *
+ * Usage:
+ *   const gw = await startGateway({...})
+ *   const run = await runCodex({ baseUrl: gw.url, prompt: "Say hi" })
+ *   try {
+ *     expect(run.exitCode).toBe(0)
+ *     expect(codexAnswer(run)).toBe("Hello from upstream")
+ *     // run.workDir still exists here: check files codex wrote
+ *   } finally {
+ *     await run.dispose()   // removes workDir (HOME/CODEX_HOME are already gone)
+ *   }
+ *   // afterEach(disposeAllCodex) kills/removes anything a failed test left behind.
+ *
+ * Setup (see /work/shared/design/REAL-CLIENTS.md and scratchpad/codex-capture/FINDINGS.md):
+ * `$CODEX_HOME/config.toml` points model_provider `gw` (wire_api "responses", env_key GW_API_KEY)
+ * at `<baseUrl>/v1`, with `[features]` off (else it goes to the internet) and `[agents] enabled =
+ * false` (else it sends a `tool_search` tool). The command is
+ * `codex exec --skip-git-repo-check --json --sandbox workspace-write PROMPT` with stdin on
+ * /dev/null, cwd = a fresh work dir, and a minimal environment (no real keys, no proxies).
+ *
+ * Process hygiene: codex runs in its own process group (detached); on timeout, `kill()` or
+ * `dispose()` the whole group gets SIGKILL, and any process still carrying this run's marker
+ * environment variable (commands codex started that left the group) is killed too.
+ */
+import { spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+
+// ---------------------------------------------------------------------------------------------
+// Types
+// ---------------------------------------------------------------------------------------------
+
+export type CodexSandbox = "read-only" | "workspace-write" | "danger-full-access"
+
+export interface CodexOptions {
+  /**
+   * The gateway: its origin (`http://127.0.0.1:PORT`, as `TestGateway.url`) or a URL already ending
+   * in `/v1`. `/v1` is appended when missing; codex then posts to `<that>/responses`.
+   */
+  baseUrl: string
+  prompt: string
+  /** Sent as `authorization: Bearer <apiKey>` (via env GW_API_KEY). Default "sk-codex-test". */
+  apiKey?: string
+  /** `model` in config.toml (sent as body.model). Default "gpt-5.5". */
+  model?: string
+  /** Hard limit; the process group is SIGKILLed when it is reached. Default 90 s. */
+  timeoutMs?: number
+  /** Default "workspace-write". */
+  sandbox?: CodexSandbox
+  /** Default true: `--json` (JSONL events on stdout, parsed into `events`). */
+  json?: boolean
+  /**
+   * Extra keys for the `[model_providers.gw]` table. Codex retries a lot by default (a 5xx costs
+   * 6 stream attempts x 5 requests, ~25 s): error-path tests want
+   * `{ request_max_retries: 0, stream_max_retries: 0 }` (see `NO_RETRIES`).
+   */
+  provider?: Record<string, string | number | boolean>
+  /** Extra TOML appended to config.toml (top-level keys must come before tables: use `-c` via extraArgs for those). */
+  extraConfig?: string
+  /** Extra `codex exec` arguments, inserted before the prompt (e.g. ["-c", "model_reasoning_effort=\"low\""]). */
+  extraArgs?: string[]
+  /** Extra environment variables (added to the minimal environment). */
+  env?: Record<string, string>
+  /** Files to create in the work dir before the run: relative path -> content. */
+  files?: Record<string, string>
+  /** Also echo codex's stderr to this process's stderr as it arrives (debugging). */
+  echoStderr?: boolean
+}
+
+export interface CodexResult {
+  /** Exit code; null when killed by a signal. */
+  exitCode: number | null
+  signal: NodeJS.Signals | null
+  /** True when the hard timeout killed it. */
+  timedOut: boolean
+  durationMs: number
+  stdout: string
+  stderr: string
+  /** stdout lines that parse as JSON objects (the `--json` event stream), in order. */
+  events: CodexEvent[]
+  /** The cwd codex ran in; kept until `dispose()`. */
+  workDir: string
+}
+
+/** One `codex exec --json` line, e.g. {type:"thread.started"}, {type:"item.completed", item:{type:"agent_message", text}}, {type:"turn.completed", usage}. */
+export type CodexEvent = { type?: string; [key: string]: unknown }
+
+export interface CodexRun extends CodexResult {
+  /** Kill anything left and remove the work dir. Idempotent. */
+  dispose(): Promise<void>
+}
+
+export interface CodexProcess {
+  readonly pid: number | undefined
+  readonly workDir: string
+  /** CODEX_HOME (config.toml, sessions); removed as soon as codex exits. */
+  readonly codexHome: string
+  /** Resolves when the process has exited (never rejects; a spawn error shows up as exitCode null + stderr). */
+  readonly result: Promise<CodexRun>
+  /** SIGKILL the process group (and marked stragglers) now; a no-op for the group once codex has exited. */
+  kill(): void
+  /** Kill, wait for exit, remove all temp dirs. Idempotent. */
+  dispose(): Promise<void>
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binary, config
+// ---------------------------------------------------------------------------------------------
+
+const require = createRequire(import.meta.url)
+
+/** The npm entry point (`@openai/codex/bin/codex.js`), run with this Node. */
+export const codexEntry = (): string => require.resolve("@openai/codex/bin/codex.js")
+
+export const DEFAULT_CODEX_MODEL = "gpt-5.5"
+export const DEFAULT_CODEX_KEY = "sk-codex-test"
+export const DEFAULT_CODEX_TIMEOUT_MS = 90_000
+/** `provider` setting for error-path tests: one request, no stream reconnects. */
+export const NO_RETRIES = { request_max_retries: 0, stream_max_retries: 0 } as const
+
+const toV1 = (baseUrl: string): string => {
+  const trimmed = baseUrl.replace(/\/+$/, "")
+  return trimmed.endsWith("/v1") ? trimmed : `${trimmed}/v1`
+}
+
+const tomlString = (s: string): string => JSON.stringify(s)
+
+/** The config.toml the helper writes (exported for tests that want to inspect or extend it). */
+export const codexConfigToml = (options: {
+  baseUrl: string
+  model?: string
+  provider?: Record<string, string | number | boolean>
+  extraConfig?: string
+}): string =>
+  [
+    `model = ${tomlString(options.model ?? DEFAULT_CODEX_MODEL)}`,
+    `model_provider = "gw"`,
+    `check_for_update_on_startup = false`,
+    ``,
+    `[analytics]`,
+    `enabled = false`,
+    ``,
+    `[features]`,
+    `plugins = false`,
+    `remote_plugin = false`,
+    `apps = false`,
+    ``,
+    `[agents]`,
+    `enabled = false`,
+    ``,
+    `[model_providers.gw]`,
+    `name = "gw"`,
+    `base_url = ${tomlString(toV1(options.baseUrl))}`,
+    `env_key = "GW_API_KEY"`,
+    `wire_api = "responses"`,
+    ...Object.entries(options.provider ?? {}).map(([key, value]) => `${key} = ${typeof value === "string" ? tomlString(value) : String(value)}`),
+    ``,
+    options.extraConfig ?? "",
+    ``
+  ].join("\n")
+
+// ---------------------------------------------------------------------------------------------
+// Process bookkeeping
+// ---------------------------------------------------------------------------------------------
+
+const MARKER = "LLMGW_CODEX_TEST_RUN"
+const live = new Set<CodexProcess>()
+const runIds = new Set<string>()
+
+/** Pids of processes whose environment carries `MARKER=<id>` (Linux /proc; empty elsewhere). */
+const markedPids = (id: string): number[] => {
+  const needle = `${MARKER}=${id}`
+  let entries: string[]
+  try {
+    entries = fs.readdirSync("/proc")
+  } catch {
+    return []
+  }
+  const found: number[] = []
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue
+    const pid = Number(entry)
+    if (pid === process.pid) continue
+    try {
+      const environ = fs.readFileSync(`/proc/${entry}/environ`, "latin1")
+      if (environ.split("\0").includes(needle)) found.push(pid)
+    } catch {
+      // gone, or not ours
+    }
+  }
+  return found
+}
+
+const killQuietly = (pid: number): void => {
+  try {
+    process.kill(pid, "SIGKILL")
+  } catch {
+    // already gone
+  }
+}
+
+/**
+ * SIGKILL the run's process group (detached => pgid = codex's pid) and every process carrying the
+ * run's marker. `group: false` once codex has long exited (its pgid could in theory be reused).
+ */
+const killAll = (child: ChildProcess, id: string, group = true): void => {
+  if (group && child.pid !== undefined) killQuietly(-child.pid)
+  for (const pid of markedPids(id)) killQuietly(pid)
+}
+
+/** Dispose every codex process/run this module started and not yet disposed (for afterEach/afterAll). */
+export const disposeAllCodex = async (): Promise<void> => {
+  await Promise.all([...live].map((p) => p.dispose()))
+}
+
+/** Any process of any run still alive? (Linux; for asserting hygiene in tests.) */
+export const liveCodexPids = (): number[] => [...runIds].flatMap((id) => markedPids(id))
+
+// ---------------------------------------------------------------------------------------------
+// Running
+// ---------------------------------------------------------------------------------------------
+
+const parseEvents = (stdout: string): CodexEvent[] => {
+  const events: CodexEvent[] = []
+  for (const line of stdout.split("\n")) {
+    const trimmed = line.trim()
+    if (!trimmed.startsWith("{")) continue
+    try {
+      const value: unknown = JSON.parse(trimmed)
+      if (value !== null && typeof value === "object" && !Array.isArray(value)) events.push(value as CodexEvent)
+    } catch {
+      // not an event line
+    }
+  }
+  return events
+}
+
+/** Start codex and return at once (to kill it mid-run, or to run several at a time). */
+export const startCodex = (options: CodexOptions): CodexProcess => {
+  const id = randomUUID()
+  runIds.add(id)
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "codex-test-"))
+  const home = path.join(root, "home")
+  const codexHome = path.join(root, "codex")
+  const tmp = path.join(root, "tmp")
+  for (const dir of [home, codexHome, tmp]) fs.mkdirSync(dir, { recursive: true })
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "codex-work-"))
+  for (const [rel, content] of Object.entries(options.files ?? {})) {
+    const file = path.join(workDir, rel)
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    fs.writeFileSync(file, content)
+  }
+  fs.writeFileSync(
+    path.join(codexHome, "config.toml"),
+    codexConfigToml({
+      baseUrl: options.baseUrl,
+      ...(options.model !== undefined ? { model: options.model } : {}),
+      ...(options.provider !== undefined ? { provider: options.provider } : {}),
+      ...(options.extraConfig !== undefined ? { extraConfig: options.extraConfig } : {})
+    })
+  )
+
+  const env: Record<string, string> = {
+    PATH: [path.dirname(process.execPath), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].join(":"),
+    HOME: home,
+    CODEX_HOME: codexHome,
+    GW_API_KEY: options.apiKey ?? DEFAULT_CODEX_KEY,
+    TMPDIR: tmp,
+    LANG: "C.UTF-8",
+    LC_ALL: "C.UTF-8",
+    TERM: "dumb",
+    NO_COLOR: "1",
+    NO_PROXY: "*",
+    no_proxy: "*",
+    [MARKER]: id,
+    ...options.env
+  }
+
+  const args = [
+    codexEntry(),
+    "exec",
+    "--skip-git-repo-check",
+    ...(options.json === false ? [] : ["--json"]),
+    "--sandbox",
+    options.sandbox ?? "workspace-write",
+    ...(options.extraArgs ?? []),
+    "--",
+    options.prompt
+  ]
+
+  const started = Date.now()
+  const child = spawn(process.execPath, args, { cwd: workDir, env, stdio: ["ignore", "pipe", "pipe"], detached: true })
+  let stdout = ""
+  let stderr = ""
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr += chunk
+    if (options.echoStderr === true) process.stderr.write(chunk)
+  })
+
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    killAll(child, id)
+  }, options.timeoutMs ?? DEFAULT_CODEX_TIMEOUT_MS)
+
+  let homeRemoved = false
+  const removeHome = (): void => {
+    if (homeRemoved) return
+    homeRemoved = true
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+  let disposed: Promise<void> | undefined
+  let hasExited = false
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    let done = false
+    const finish = (code: number | null, signal: NodeJS.Signals | null): void => {
+      if (done) return
+      done = true
+      // codex has exited: nothing of this run should outlive it (exec'd commands, sandbox helpers).
+      killAll(child, id)
+      hasExited = true
+      resolve({ code, signal })
+    }
+    child.on("error", (err) => {
+      stderr += `\n[Codex.ts] spawn error: ${String(err)}\n`
+      finish(null, null)
+    })
+    // "close" (not "exit"): stdout/stderr are fully read by then.
+    child.on("close", (code, signal) => finish(code, signal))
+  })
+
+  const handle: CodexProcess = {
+    pid: child.pid,
+    workDir,
+    codexHome,
+    kill: () => killAll(child, id, !hasExited),
+    dispose: () => {
+      disposed ??= (async () => {
+        killAll(child, id, !hasExited)
+        await exited
+        clearTimeout(timer)
+        killAll(child, id, false) // stragglers started between the first kill and the exit
+        removeHome()
+        fs.rmSync(workDir, { recursive: true, force: true })
+        live.delete(handle)
+        runIds.delete(id)
+      })()
+      return disposed
+    },
+    result: exited.then(({ code, signal }) => {
+      clearTimeout(timer)
+      removeHome()
+      const result: CodexRun = {
+        exitCode: code,
+        signal,
+        timedOut,
+        durationMs: Date.now() - started,
+        stdout,
+        stderr,
+        events: parseEvents(stdout),
+        workDir,
+        dispose: () => handle.dispose()
+      }
+      return result
+    })
+  }
+  live.add(handle)
+  return handle
+}
+
+/** Run codex to completion (or the hard timeout). The work dir is kept until `dispose()`. */
+export const runCodex = (options: CodexOptions): Promise<CodexRun> => startCodex(options).result
+
+// ---------------------------------------------------------------------------------------------
+// Reading the result
+// ---------------------------------------------------------------------------------------------
+
+/** The items of `item.completed` events (agent_message, command_execution, file_change, reasoning, error...). */
+export const codexItems = (run: CodexResult): Array<{ type?: string; [key: string]: unknown }> =>
+  run.events
+    .filter((e) => e.type === "item.completed")
+    .map((e) => e.item as { type?: string; [key: string]: unknown })
+    .filter((item) => item !== undefined && item !== null)
+
+/** The text of the last `agent_message` item (the final answer), or undefined. */
+export const codexAnswer = (run: CodexResult): string | undefined => {
+  const messages = codexItems(run).filter((item) => item.type === "agent_message")
+  const last = messages[messages.length - 1]
+  return last === undefined ? undefined : (last.text as string | undefined)
+}
+
+/** A one-paragraph description of a run for assertion messages. */
+export const describeCodexRun = (run: CodexResult): string =>
+  `codex exit=${run.exitCode} signal=${run.signal} timedOut=${run.timedOut} ${run.durationMs}ms\n` +
+  `--- stdout ---\n${run.stdout.slice(-4000)}\n--- stderr ---\n${run.stderr.slice(-4000)}`
