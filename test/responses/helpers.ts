@@ -51,6 +51,9 @@ export const FCO_ID = /^fco_[0-9a-f]{32}$/
 export const CTC_ID = /^ctc_[0-9a-f]{32}$/
 export const SESSION = /^ses_[0-9a-f]{32}$/
 
+/** A property of an SDK object that its types do not declare (e.g. `store`). */
+export const fieldOf = (value: object, key: string): unknown => (value as Json)[key]
+
 export const isRecord = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
 
 export const asRecord = (value: unknown, what = "value"): Json => {
@@ -197,6 +200,10 @@ export const expectWellFormedStream = (sse: ParsedSse): void => {
   for (const e of sse.events) expect(e.data.type).toBe(e.event)
   expect(sse.events.map((e) => e.data.sequence_number)).toEqual(sse.events.map((_, i) => i))
 }
+
+/** A value with the SDK's client-side parse fields (`parsed`, `output_parsed`) removed, JSON-normalised. */
+export const withoutParsed = (value: unknown): unknown =>
+  JSON.parse(JSON.stringify(value, (key, v: unknown) => (key === "parsed" || key === "output_parsed" ? undefined : v))) as unknown
 
 /** The `response` object of the last (terminal) event. */
 export const terminalResponse = (sse: ParsedSse): Json => asRecord(sse.events[sse.events.length - 1]?.data.response, "terminal response")

@@ -71,7 +71,9 @@ export const outputItems = (answer: Answer, plan: ToolPlan, options: { readonly 
   const items: Array<Item> = []
   if (options.reasoningOutput && answer.reasoning !== "") items.push(reasoningItem(answer.reasoning))
   const calls = options.parallelToolCalls ? answer.toolCalls : answer.toolCalls.slice(0, 1)
-  if (answer.text !== "" || calls.length === 0) items.push(messageItem(answer.text, incompleteReason(answer.finishReason) !== undefined ? "incomplete" : "completed"))
+  // a message followed by calls is complete; only a cut answer's last item is incomplete
+  const cut = incompleteReason(answer.finishReason) !== undefined && calls.length === 0
+  if (answer.text !== "" || calls.length === 0) items.push(messageItem(answer.text, cut ? "incomplete" : "completed"))
   for (const call of calls) items.push(callItem(call, plan.entries))
   return items
 }

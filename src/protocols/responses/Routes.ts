@@ -12,7 +12,7 @@ import { decodeBody } from "../Decode.js"
 import { holdStructured } from "../HeldBack.js"
 import { makeEncoder } from "./Events.js"
 import { itemType, listingShape, readInput, toConversation, type Item } from "./Input.js"
-import { newResponseId, outputAsInput, outputItems, responseObject, type ResponseFrame } from "./Output.js"
+import { incompleteReason, newResponseId, outputAsInput, outputItems, responseObject, type ResponseFrame } from "./Output.js"
 import { ResponsesRequest } from "./Schema.js"
 import { planToolChoice, planTools, type ToolPlan } from "./Tools.js"
 
@@ -172,7 +172,7 @@ export const responsesRoutes = Effect.gen(function* () {
           if (resolved.result.fallback) headers["x-gateway-structured-fallback"] = "text"
         }
         const output = outputItems(answer, plan, options)
-        const status = output.some((i) => i.type === "message" && i.status === "incomplete") ? "incomplete" : "completed"
+        const status = incompleteReason(answer.finishReason) !== undefined ? "incomplete" : "completed"
         const response = responseObject(frame, { status, output, usage: answer.usage, finish: answer.finishReason })
         yield* keep(ctx, prepared, response, output)
         return Reply.json(response, { headers })
@@ -185,7 +185,7 @@ export const responsesRoutes = Effect.gen(function* () {
           const inProgress = responseObject(frame, { status: "in_progress" })
           const finish = Effect.suspend(() => {
             const closed = encoder.close()
-            const status = closed.finish === "length" || closed.finish === "content_filter" ? "incomplete" : "completed"
+            const status = incompleteReason(closed.finish) !== undefined ? "incomplete" : "completed"
             const response = responseObject(frame, { status, output: closed.output, usage: closed.usage, finish: closed.finish })
             return keep(ctx, prepared, response, closed.output).pipe(
               Effect.as(closed.frames + encoder.terminal(status === "incomplete" ? "response.incomplete" : "response.completed", response))
@@ -197,7 +197,10 @@ export const responsesRoutes = Effect.gen(function* () {
             Stream.catchAll((error) =>
               Stream.sync(() => {
                 const closed = encoder.close()
-                return encoder.terminal("response.failed", responseObject(frame, { status: "failed", output: closed.output, error: { code: error.code, message: error.message } }))
+                return (
+                  closed.frames +
+                  encoder.terminal("response.failed", responseObject(frame, { status: "failed", output: closed.output, error: { code: error.code, message: error.message } }))
+                )
               })
             )
           )
