@@ -66,16 +66,19 @@ try {
   const history = String((await post(responses, { model: "mock/echo", input: `::text ok\n${"x".repeat(7.4 * 1024 * 1024)}` })).id)
   const viaHistory = { model: "mock/echo", previous_response_id: history, input: "::text stored", store: true }
   const viaBody = { model: "mock/echo", input: `::text stored\n${"x".repeat(7.5 * 1024 * 1024)}`, store: true }
-  const measureWhile = async (writerBody: unknown) => {
+  // the writer chains from its newest record: the per-app cap (128 MiB) evicts the oldest ones
+  const measureWhile = async (writerBody: Record<string, unknown>) => {
     const alone: Array<LoadResult> = []
     const during: Array<LoadResult> = []
     let written = 0
+    let body = writerBody
     for (let round = 0; round < rounds; round++) {
       alone.push(await load({ url: responses, connections: 4, seconds, body: small }))
       let running = true
       const writer = (async () => {
         while (running) {
-          await post(responses, writerBody)
+          const answer = await post(responses, body)
+          if (body.previous_response_id !== undefined) body = { ...body, previous_response_id: answer.id }
           written++
         }
       })()

@@ -4,6 +4,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { randomHex } from "../domain/Ids.js"
 import { Log } from "../http/Log.js"
+import { makeJsonWorker, type JsonWorker } from "./JsonWorker.js"
 
 /** One stored response of the Responses-style API (spec 2.1). */
 export interface StoredRecord {
@@ -87,51 +88,58 @@ const stringify = (value: unknown) =>
 
 /**
  * The stored form, one item per line so that neither writing nor reading parses 8 MiB in one go;
- * the file is still one JSON document `{"response":…,"input":[…]}`. `bytes` is the size of the compact
- * serialization (what the caps count); `lines` is empty when that exceeds `maxBytes`.
+ * the file is still one JSON document `{"response":…,"input":[…]}`. `pieces` are its bytes in order
+ * (strings, and the raw bytes of history items read back earlier); `bytes` is the size of the
+ * compact serialization (what the caps count); `pieces` is empty when that exceeds `maxBytes`.
  */
 const serialize = (record: StoredRecord, maxBytes: number) =>
   Effect.gen(function* () {
     const response = yield* stringify(record.response)
     let bytes = FRAME_BYTES + Buffer.byteLength(response)
-    let lines: Array<string> = [`{"response":${response},`, `"input":[`]
+    let pieces: Array<string | Buffer> = [`{"response":${response},\n"input":[\n`]
     let sinceYield = bytes
     const last = record.input.length - 1
     for (let i = 0; i <= last; i++) {
-      const known = itemText.get(record.input[i])
-      const item = known?.text ?? (yield* stringify(record.input[i]))
-      const size = known?.bytes ?? Buffer.byteLength(item)
+      const raw = itemBytes.get(record.input[i])
+      const item = raw ?? (yield* stringify(record.input[i]))
+      const size = raw?.length ?? Buffer.byteLength(item)
       bytes += size + (i > 0 ? 1 : 0)
-      if (bytes > maxBytes) lines = []
-      else lines.push(i < last ? `${item},` : item)
+      if (bytes > maxBytes) pieces = []
+      else pieces.push(item, i < last ? ",\n" : "\n")
       sinceYield += size
       if (sinceYield >= SLICE_BYTES) {
         sinceYield = 0
         yield* yieldToEventLoop
       }
     }
-    if (bytes <= maxBytes) lines.push("]}")
-    return { bytes, lines }
+    if (bytes <= maxBytes) pieces.push("]}\n")
+    return { bytes, pieces }
   })
 
-/** Lines grouped into chunks of about `SLICE_BYTES`, each line ending in a newline. */
-function* chunked(lines: ReadonlyArray<string>): Generator<string> {
+/** Small pieces joined into writes of about `SLICE_BYTES`; large ones and raw bytes written as they are. */
+function* chunked(pieces: ReadonlyArray<string | Buffer>): Generator<string | Buffer> {
   let group: Array<string> = []
   let size = 0
-  for (const line of lines) {
-    group.push(line, "\n")
-    size += line.length
-    if (size >= SLICE_BYTES) {
-      yield group.join("")
-      group = []
-      size = 0
-    }
+  const flush = function* () {
+    if (group.length > 0) yield group.join("")
+    group = []
+    size = 0
   }
-  if (group.length > 0) yield group.join("")
+  for (const piece of pieces) {
+    if (typeof piece !== "string" || piece.length >= SLICE_BYTES) {
+      yield* flush()
+      yield piece
+      continue
+    }
+    group.push(piece)
+    size += piece.length
+    if (size >= SLICE_BYTES) yield* flush()
+  }
+  yield* flush()
 }
 
 /** Write to a temporary name in the same directory, fsync, then rename: a crash never leaves a half-written file. */
-const writeAtomically = (dir: string, name: string, lines: ReadonlyArray<string>) =>
+const writeAtomically = (dir: string, name: string, pieces: ReadonlyArray<string | Buffer>) =>
   Effect.tryPromise({
     try: async () => {
       const temp = path.join(dir, `${name}.${randomHex(6)}.tmp`)
@@ -143,7 +151,7 @@ const writeAtomically = (dir: string, name: string, lines: ReadonlyArray<string>
         return open()
       })
       try {
-        await fs.promises.writeFile(handle, chunked(lines))
+        await fs.promises.writeFile(handle, chunked(pieces))
         await handle.sync()
         await handle.close()
         await fs.promises.rename(temp, path.join(dir, name))
@@ -160,35 +168,57 @@ const unlinkAll = (dir: string, ids: ReadonlyArray<string>) =>
   Effect.promise(() => Promise.all(ids.map((id) => fs.promises.unlink(path.join(dir, fileName(id))).catch(() => undefined))))
 
 /**
- * The serialized text of items read back from a file. A chained request passes its history items
- * through by reference, so saving the new record reuses their text instead of serializing again:
- * with a large history that is the difference between one and two multi-megabyte blocking steps.
+ * The stored bytes of large items read back from a file. A chained request passes its history
+ * items through by reference, so saving the new record writes those bytes as they are instead of
+ * serializing the items again.
  */
-const itemText = new WeakMap<object, { readonly text: string; readonly bytes: number }>()
+const itemBytes = new WeakMap<object, Buffer>()
 
-/** Read a stored form back, parsing line by line with yields in between. */
-const readStored = (file: string) =>
+/** Read a stored form back: lines found by byte offset, parsed one by one with yields in between (large ones on the worker). */
+const readStored = (file: string, worker: JsonWorker) =>
   Effect.gen(function* () {
-    const text = yield* Effect.tryPromise({
-      try: () => fs.promises.readFile(file, "utf8"),
+    const buffer = yield* Effect.tryPromise({
+      try: () => fs.promises.readFile(file),
       catch: (error) => new StoreFailure({ reason: reasonOf(error, "read") === "no_directory" ? "missing" : "read" })
     })
     const corrupt = () => new StoreFailure({ reason: "corrupt" })
-    const parse = (line: string) =>
-      Effect.try({ try: (): unknown => JSON.parse(line), catch: corrupt }).pipe(Effect.filterOrFail(isObject, corrupt))
-    const lines = text.split("\n")
-    const head = lines[0] ?? ""
-    if (!head.startsWith(`{"response":`) || !head.endsWith(",") || lines[1] !== `"input":[`) return yield* corrupt()
-    const response = yield* parse(head.slice(`{"response":`.length, -1))
-    const end = lines.lastIndexOf("]}")
+    // small lines parse inline (no Effect per line: a long chain has hundreds); large ones on the worker
+    const parseSmall = (line: Buffer): Readonly<Record<string, unknown>> | undefined => {
+      try {
+        const value: unknown = JSON.parse(line.toString("utf8"))
+        return isObject(value) ? value : undefined
+      } catch {
+        return undefined
+      }
+    }
+    const parse = (line: Buffer) =>
+      line.length >= SLICE_BYTES
+        ? Effect.mapError(worker.parse(line), corrupt).pipe(Effect.filterOrFail(isObject, corrupt))
+        : Effect.suspend(() => {
+            const value = parseSmall(line)
+            return value === undefined ? Effect.fail(corrupt()) : Effect.succeed(value)
+          })
+    const lines: Array<Buffer> = []
+    for (let start = 0; start < buffer.length; ) {
+      const end = buffer.indexOf(10, start)
+      const stop = end < 0 ? buffer.length : end
+      lines.push(buffer.subarray(start, stop))
+      start = stop + 1
+    }
+    const head = lines[0]?.toString("utf8") ?? ""
+    if (!head.startsWith(`{"response":`) || !head.endsWith(",") || lines[1]?.toString("utf8") !== `"input":[`) return yield* corrupt()
+    const response = yield* parse(lines[0].subarray(`{"response":`.length, lines[0].length - 1))
+    let end = lines.length - 1
+    while (end > 1 && lines[end].toString("utf8") !== "]}") end--
     if (end < 2) return yield* corrupt()
     const input: Array<Readonly<Record<string, unknown>>> = []
     let sinceYield = 0
     for (let i = 2; i < end; i++) {
-      const line = lines[i]
-      const text = i < end - 1 ? line.slice(0, -1) : line
-      const item = yield* parse(text)
-      if (text.length >= SLICE_BYTES) itemText.set(item, { text, bytes: Buffer.byteLength(text) })
+      const line = i < end - 1 ? lines[i].subarray(0, lines[i].length - 1) : lines[i]
+      const small = line.length < SLICE_BYTES ? parseSmall(line) : undefined
+      if (line.length < SLICE_BYTES && small === undefined) return yield* corrupt()
+      const item = small ?? (yield* parse(line))
+      if (line.length >= SLICE_BYTES) itemBytes.set(item, line)
       input.push(item)
       sinceYield += line.length
       if (sinceYield >= SLICE_BYTES) {
@@ -219,6 +249,7 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
 >() {
   static readonly make = (dataDir: string, limits: Partial<ResponseStoreLimits> = {}) =>
     Effect.gen(function* () {
+      const worker = yield* Effect.acquireRelease(Effect.sync(makeJsonWorker), (w) => w.close)
       const sql = yield* SqlClient.SqlClient
       const log = yield* Log
       const scope = yield* Effect.scope
@@ -329,12 +360,12 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
       const store = (record: StoredRecord, maxAgeDays: number) =>
         Effect.gen(function* () {
           if (!SAFE_ID.test(record.id)) return yield* new StoreFailure({ reason: "bad_id" })
-          const { bytes, lines } = yield* serialize(record, maxRecordBytes)
+          const { bytes, pieces } = yield* serialize(record, maxRecordBytes)
           if (bytes > maxRecordBytes) {
             log.info("responses.store_skipped", { app: record.app, id: record.id, bytes })
             return "skipped" as const
           }
-          yield* writeAtomically(dir, fileName(record.id), lines)
+          yield* writeAtomically(dir, fileName(record.id), pieces)
           const days = Number.isFinite(maxAgeDays) && maxAgeDays > 0 ? maxAgeDays : 30
           const row = { id: record.id, app: record.app, created_at: record.createdAt, expires_at: record.createdAt + days * DAY_MS, bytes }
           const victims = yield* lock.withPermits(1)(
@@ -386,7 +417,7 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
           const found = yield* Effect.orDie(findLive({ app, id, now }))
           if (Option.isNone(found)) return Option.none()
           const row = found.value
-          return yield* readStored(path.join(dir, fileName(row.id))).pipe(
+          return yield* readStored(path.join(dir, fileName(row.id)), worker).pipe(
             Effect.map(({ response, input }): Option.Option<StoredRecord> => Option.some({ id: row.id, app: row.app, createdAt: row.created_at, response, input })),
             Effect.catchAll(readFailed(app, id))
           )
