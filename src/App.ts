@@ -16,6 +16,7 @@ import { KeyStore } from "./services/KeyStore.js"
 import { Limits } from "./services/Limits.js"
 import { ModelRunner } from "./services/ModelRunner.js"
 import { ProviderClient, ProviderFactories } from "./services/ProviderClient.js"
+import { RemoteFiles } from "./services/RemoteFiles.js"
 import { ResponseStore } from "./services/ResponseStore.js"
 import { databaseLayer } from "./sql/Database.js"
 
@@ -37,7 +38,8 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient)))
   const database = databaseLayer(config.dataDir)
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
-  return Layer.mergeAll(base, limits, providerClient, runner, database, responseStore, ItemMemory.layer())
+  const remoteFiles = RemoteFiles.layer.pipe(Layer.provide(settings))
+  return Layer.mergeAll(base, limits, providerClient, runner, database, responseStore, ItemMemory.layer(), remoteFiles)
 }
 
 /** Every route of the gateway. */

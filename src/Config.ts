@@ -111,6 +111,17 @@ export const GatewayConfig = Schema.Struct({
   sessions: Schema.optionalWith(Schema.Struct({ maxAgeDays: optionalExact(NonNegativeInt) }), { exact: true, default: () => ({}) }),
   dropUnsupportedParams: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }),
   reasoningOutput: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => false }),
+  /** files named by URL in requests (Responses `input_file.file_url`) */
+  remoteFiles: Schema.optionalWith(
+    Schema.Struct({
+      enabled: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }),
+      /** allow loopback and private addresses (off: SSRF protection) */
+      allowPrivateNetworks: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => false }),
+      maxBytes: Schema.optionalWith(PositiveInt, { exact: true, default: () => 32 * 1024 * 1024 }),
+      timeoutMs: Schema.optionalWith(PositiveInt, { exact: true, default: () => 10_000 })
+    }),
+    { exact: true, default: () => ({ enabled: true, allowPrivateNetworks: false, maxBytes: 32 * 1024 * 1024, timeoutMs: 10_000 }) }
+  ),
   /** write one JSON log line per request to stdout */
   accessLog: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }),
   telemetry: optionalExact(Schema.Struct({ otlpEndpoint: optionalExact(Schema.String) }))

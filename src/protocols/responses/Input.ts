@@ -81,7 +81,20 @@ export const readInput = (
 
 const dataUrlType = (url: string): string | undefined => /^data:([^;,]+)[;,]/.exec(url)?.[1]
 
-const partsOf = (content: string | ReadonlyArray<ContentPart>, at: string): Result<Array<UserPart>> => {
+/** A file named by URL, fetched before the conversation is built. */
+export type RemotePart = { readonly _tag: "fetched"; readonly part: UserPart } | { readonly _tag: "failed"; readonly why: string }
+
+/** Every `input_file.file_url` in the items, to fetch before `toConversation`. */
+export const fileUrls = (items: ReadonlyArray<Item>): Array<string> => {
+  const urls = new Set<string>()
+  for (const item of items) {
+    if (itemType(item) !== "message" || !Array.isArray(item.content)) continue
+    for (const part of item.content as ReadonlyArray<Item>) if (part.type === "input_file" && typeof part.file_url === "string" && part.file_url !== "") urls.add(part.file_url)
+  }
+  return [...urls]
+}
+
+const partsOf = (content: string | ReadonlyArray<ContentPart>, at: string, remote: ReadonlyMap<string, RemotePart>): Result<Array<UserPart>> => {
   if (typeof content === "string") return Either.right([{ type: "text", text: content }])
   const parts: Array<UserPart> = []
   for (let j = 0; j < content.length; j++) {
@@ -116,7 +129,12 @@ const partsOf = (content: string | ReadonlyArray<ContentPart>, at: string): Resu
           break
         }
         if (p.file_url) {
-          return Either.left(Errors.invalidRequest("unsupported_parameter", `${where}.file_url: fetching files by URL is not supported; send file_data or file_id`, { param: `${where}.file_url` }))
+          const fetched = remote.get(p.file_url)
+          if (fetched === undefined || fetched._tag === "failed") {
+            return Either.left(Errors.invalidRequest("invalid_request_error", `${where}.file_url: ${fetched?._tag === "failed" ? fetched.why : "the file could not be fetched"}`, { param: `${where}.file_url` }))
+          }
+          parts.push(fetched.part)
+          break
         }
         return Either.left(Errors.invalidRequest("invalid_request_error", `${where}: needs file_data, file_url or file_id`, { param: where }))
       }
@@ -143,7 +161,12 @@ export interface Conversation {
  * messages become the system prompt after `instructions`; assistant text and calls join one
  * assistant turn; call outputs join one tool turn and must answer an earlier call.
  */
-export const toConversation = (items: ReadonlyArray<Item>, instructions: string | undefined, offset: number): Result<Conversation> => {
+export const toConversation = (
+  items: ReadonlyArray<Item>,
+  instructions: string | undefined,
+  offset: number,
+  remote: ReadonlyMap<string, RemotePart> = new Map()
+): Result<Conversation> => {
   const system: Array<TextPart> = instructions ? [{ type: "text", text: instructions }] : []
   const messages: Array<Message> = []
   const additionalTools: Array<{ tools: ReadonlyArray<Item>; at: string }> = []
@@ -169,7 +192,7 @@ export const toConversation = (items: ReadonlyArray<Item>, instructions: string 
           const text = textOf(m.content)
           if (text !== "") pushAssistant({ type: "text", text })
         } else {
-          const parts = partsOf(m.content, at(i))
+          const parts = partsOf(m.content, at(i), remote)
           if (Either.isLeft(parts)) return Either.left(parts.left)
           messages.push({ role: "user", parts: parts.right })
         }

@@ -18,7 +18,8 @@ const wireMessages = (request: CanonicalRequest): Array<Record<string, unknown>>
 const wireMessage = (message: Message): Array<Record<string, unknown>> => {
   switch (message.role) {
     case "user": {
-      const simple = message.parts.every((p) => p.type === "text")
+      // one text part goes as a string; several stay separate parts (joining them would run words together)
+      const simple = message.parts.length === 1 && message.parts[0].type === "text"
       const content: WireContent = simple
         ? textOf(message.parts)
         : message.parts.map((p) => {
