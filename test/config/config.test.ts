@@ -160,6 +160,7 @@ describe("decodeConfig: a full config", () => {
       sessions: {},
       dropUnsupportedParams: true,
       reasoningOutput: false,
+      remoteFiles: { enabled: true, allowPrivateNetworks: false, maxBytes: 33554432, timeoutMs: 10000 },
       accessLog: true
     }
     expect(ok(decodeConfig({}, {}))).toEqual(expected)
@@ -285,7 +286,7 @@ describe("decodeConfig: problems", () => {
           concurrency: 1.5,
           usage: { enabled: "no" },
           apps: { a: { onHostedTools: "ignore" } },
-          providers: { q: { type: "anthropic", baseUrl: "https://x" } }
+          providers: { q: { type: "carrier-pigeon", baseUrl: "https://x" } }
         },
         {}
       )
