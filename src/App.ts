@@ -6,6 +6,7 @@ import type { Route } from "./http/Route.js"
 import { GatewayServer, serverLayer } from "./http/Server.js"
 import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
+import { messagesRoutes } from "./protocols/messages/Routes.js"
 import { responsesRoutes } from "./protocols/responses/Routes.js"
 import { MockProviderFactory } from "./providers/mock/MockProvider.js"
 import { OpenAiProviderFactory } from "./providers/openai/OpenAiProvider.js"
@@ -47,6 +48,7 @@ const allRoutes = Effect.gen(function* () {
   const routes: Array<Route> = []
   routes.push(...(yield* chatRoutes))
   routes.push(...(yield* responsesRoutes))
+  routes.push(...(yield* messagesRoutes))
   routes.push(...(yield* probeRoutes(() => routes.filter((r) => typeof r.path === "string").map((r) => ({ method: r.method, path: r.path as string })))))
   return routes
 })

@@ -1,0 +1,206 @@
+import { Either } from "effect"
+import type { AssistantPart, CacheControl, CanonicalRequest, Message, TextPart, ToolChoice, ToolDefinition, ToolResultPart, UserPart } from "../../domain/Canonical.js"
+import { Errors, type GatewayError } from "../../domain/Errors.js"
+import { respondToolName } from "../../domain/Structured.js"
+import { decodeAt } from "../Decode.js"
+import { blockSchemas, refusedBlockTypes, Tool, type CountTokensRequest } from "./Schema.js"
+
+/** Translation of a decoded Messages request into the canonical request (spec 4.2). */
+
+type Result<A> = Either.Either<A, GatewayError>
+type Block = Readonly<Record<string, unknown>>
+
+/** The Messages error object has no param: the field is named in the message. */
+const refuse = (param: string, why: string) => Errors.invalidRequest("invalid_request_error", `${param}: ${why}`, { param })
+
+const decoders = {
+  text: decodeAt(blockSchemas.text),
+  image: decodeAt(blockSchemas.image),
+  document: decodeAt(blockSchemas.document),
+  tool_use: decodeAt(blockSchemas.tool_use),
+  tool_result: decodeAt(blockSchemas.tool_result),
+  thinking: decodeAt(blockSchemas.thinking),
+  redacted_thinking: decodeAt(blockSchemas.redacted_thinking)
+}
+const decodeTool = decodeAt(Tool)
+
+const cacheOf = (value: unknown): CacheControl | undefined => {
+  if (typeof value !== "object" || value === null) return undefined
+  return { ttl: (value as { ttl?: unknown }).ttl === "1h" ? "1h" : "5m" }
+}
+const withCache = <A extends object>(part: A, value: unknown): A => {
+  const cache = cacheOf(value)
+  return cache === undefined ? part : { ...part, cache }
+}
+
+const fileNotFound = (id: string, param: string) => Errors.notFound("not_found_error", `File not found: ${id}`, { param })
+
+const mediaPart = (block: Block, at: string): Result<UserPart | TextPart> => {
+  const source = block.source as { type: string; media_type?: string; data?: string; url?: string; file_id?: string }
+  if (source.type === "file") return Either.left(fileNotFound(String(source.file_id), `${at}.source.file_id`))
+  if (block.type === "image") {
+    const url = source.type === "url" ? String(source.url) : `data:${source.media_type};base64,${source.data}`
+    return Either.right(withCache({ type: "image" as const, url, ...(source.media_type ? { mediaType: source.media_type } : {}) }, block.cache_control))
+  }
+  if (source.type === "text") return Either.right(withCache({ type: "text" as const, text: String(source.data) }, block.cache_control))
+  if (source.type === "url") return Either.left(refuse(`${at}.source`, "documents by URL are not supported; send base64, text or a file"))
+  return Either.right(withCache({ type: "file" as const, mediaType: String(source.media_type), data: `data:${source.media_type};base64,${source.data}` }, block.cache_control))
+}
+
+export interface DecodedMessages {
+  readonly request: CanonicalRequest
+  /** the request asked for thinking (enabled or adaptive) */
+  readonly thinking: boolean
+  /** the reasoning level asked for: `output_config.effort`, else from the thinking budget */
+  readonly level?: string
+  readonly stopSequences: ReadonlyArray<string>
+}
+
+const levelOf = (wire: CountTokensRequest): string | undefined => {
+  if (wire.output_config?.effort) return wire.output_config.effort
+  if (wire.thinking?.type === "enabled") return wire.thinking.budget_tokens <= 4096 ? "low" : wire.thinking.budget_tokens <= 16384 ? "medium" : "high"
+  if (wire.thinking?.type === "adaptive") return "medium"
+  return undefined
+}
+
+/** Decode a Messages request; `maxTools` bounds the tools. */
+export const decodeMessages = (wire: CountTokensRequest, options: { readonly maxTools: number; readonly stream: boolean }): Result<DecodedMessages> => {
+  if (wire.mcp_servers !== undefined && wire.mcp_servers !== null) return Either.left(refuse("mcp_servers", "MCP servers are not supported"))
+  if (wire.thinking?.type === "enabled") {
+    if (wire.thinking.budget_tokens < 1024) return Either.left(refuse("thinking.budget_tokens", "must be at least 1024"))
+    if (wire.max_tokens !== undefined && wire.thinking.budget_tokens >= wire.max_tokens) return Either.left(refuse("thinking.budget_tokens", "must be less than max_tokens"))
+  }
+  // tools: custom only
+  const tools: Array<ToolDefinition> = []
+  for (const [i, raw] of (wire.tools ?? []).entries()) {
+    const type = raw.type
+    if (type !== undefined && type !== null && type !== "custom") return Either.left(refuse(`tools.${i}.type`, `tool type '${String(type)}' is not supported; only custom tools`))
+    const tool = decodeTool(raw, `tools.${i}`)
+    if (Either.isLeft(tool)) return Either.left(tool.left)
+    if (tools.some((t) => t.name === tool.right.name)) return Either.left(refuse(`tools.${i}.name`, `duplicate tool name ${tool.right.name}`))
+    tools.push({ name: tool.right.name, ...(tool.right.description ? { description: tool.right.description } : {}), parameters: tool.right.input_schema ?? { type: "object", properties: {} } })
+  }
+  if (tools.length > options.maxTools) return Either.left(refuse("tools", `at most ${options.maxTools} tools are allowed`))
+  // tool choice
+  const choice = wire.tool_choice
+  let toolChoice: ToolChoice = { type: "auto" }
+  if (choice?.type === "any") toolChoice = { type: "required" }
+  else if (choice?.type === "none") toolChoice = { type: "none" }
+  else if (choice?.type === "tool") {
+    if (!choice.name || !tools.some((t) => t.name === choice.name)) return Either.left(refuse("tool_choice.name", `no tool named ${choice.name ?? ""} in tools`))
+    toolChoice = { type: "tool", name: choice.name }
+  }
+  // structured output
+  let structured: CanonicalRequest["structured"]
+  const format = wire.output_config?.format
+  if (format !== undefined) {
+    if (format.type !== "json_schema" || typeof format.schema !== "object" || format.schema === null) {
+      return Either.left(refuse("output_config.format", "only {type: json_schema, schema} is supported"))
+    }
+    if (tools.some((t) => t.name === respondToolName)) return Either.left(refuse("tools", `the name ${respondToolName} is reserved with output_config.format`))
+    if (toolChoice.type === "tool") return Either.left(refuse("tool_choice", "a named tool cannot be combined with output_config.format"))
+    structured = { name: "response", schema: format.schema as Record<string, unknown>, jsonObject: false }
+  }
+  // system, lifted system entries after it
+  const system: Array<TextPart> = []
+  if (typeof wire.system === "string") system.push({ type: "text", text: wire.system })
+  else for (const block of wire.system ?? []) system.push(withCache({ type: "text" as const, text: block.text }, block.cache_control))
+  const messages: Array<Message> = []
+  const calls = new Map<string, string>()
+  for (let i = 0; i < wire.messages.length; i++) {
+    const m = wire.messages[i]
+    const at = `messages.${i}`
+    const blocks: ReadonlyArray<Block> = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content
+    if (m.role === "system") {
+      for (const [j, block] of blocks.entries()) {
+        if (block.type !== "text" || typeof block.text !== "string") return Either.left(refuse(`${at}.content.${j}`, "a system entry takes text only"))
+        system.push({ type: "text", text: block.text })
+      }
+      continue
+    }
+    const user: Array<UserPart> = []
+    const results: Array<ToolResultPart> = []
+    const assistant: Array<AssistantPart> = []
+    for (let j = 0; j < blocks.length; j++) {
+      const block = blocks[j]
+      const where = `${at}.content.${j}`
+      const type = typeof block.type === "string" ? block.type : ""
+      if (refusedBlockTypes.has(type)) return Either.left(refuse(`${where}.type`, `content blocks of type ${type} are not supported`))
+      if (!(type in decoders)) return Either.left(refuse(`${where}.type`, `unknown content block type '${type}'`))
+      const decode: (value: unknown, at: string) => Result<unknown> = decoders[type as keyof typeof decoders]
+      const checked = decode(block, where)
+      if (Either.isLeft(checked)) return Either.left(checked.left)
+      switch (type) {
+        case "text":
+          if (m.role === "assistant") assistant.push({ type: "text", text: String(block.text) })
+          else user.push(withCache({ type: "text" as const, text: String(block.text) }, block.cache_control))
+          break
+        case "image":
+        case "document": {
+          if (m.role === "assistant") return Either.left(refuse(`${where}.type`, `${type} blocks belong in user turns`))
+          const part = mediaPart(block, where)
+          if (Either.isLeft(part)) return Either.left(part.left)
+          user.push(part.right)
+          break
+        }
+        case "tool_use": {
+          if (m.role !== "assistant") return Either.left(refuse(`${where}.type`, "tool_use blocks belong in assistant turns"))
+          calls.set(String(block.id), String(block.name))
+          assistant.push({ type: "tool_call", id: String(block.id), name: String(block.name), arguments: JSON.stringify(block.input ?? {}) })
+          break
+        }
+        case "tool_result": {
+          const id = String(block.tool_use_id)
+          const name = calls.get(id)
+          if (name === undefined) return Either.left(refuse(`${where}.tool_use_id`, `no earlier tool_use has id ${id}`))
+          const content = block.content
+          const parts: Array<TextPart | Extract<UserPart, { type: "image" }>> = []
+          if (typeof content === "string") parts.push({ type: "text", text: content })
+          else if (Array.isArray(content)) {
+            for (const [k, c] of (content as ReadonlyArray<Block>).entries()) {
+              if (c.type === "text") parts.push({ type: "text", text: String(c.text) })
+              else {
+                const media = mediaPart(c, `${where}.content.${k}`)
+                if (Either.isLeft(media)) return Either.left(media.left)
+                if (media.right.type === "image") parts.push(media.right)
+              }
+            }
+          }
+          results.push(withCache({ type: "tool_result" as const, callId: id, name, content: parts, ...(block.is_error === true ? { isError: true } : {}) }, block.cache_control))
+          break
+        }
+        case "thinking":
+          if (m.role === "assistant") assistant.push({ type: "reasoning", text: String(block.thinking), ...(block.signature ? { signature: String(block.signature) } : {}) })
+          break
+        case "redacted_thinking":
+          if (m.role === "assistant") assistant.push({ type: "reasoning", text: "", redacted: String(block.data) })
+          break
+      }
+    }
+    if (m.role === "assistant") {
+      if (assistant.length > 0) messages.push({ role: "assistant", parts: assistant })
+    } else {
+      if (results.length > 0) messages.push({ role: "tool", parts: results })
+      if (user.length > 0) messages.push({ role: "user", parts: user })
+    }
+  }
+  const thinking = wire.thinking?.type === "enabled" || wire.thinking?.type === "adaptive"
+  const level = levelOf(wire)
+  const request: CanonicalRequest = {
+    system,
+    messages,
+    tools,
+    toolChoice,
+    sampling: {
+      ...(wire.temperature !== undefined ? { temperature: wire.temperature } : {}),
+      ...(wire.top_p !== undefined ? { topP: wire.top_p } : {}),
+      ...(wire.top_k !== undefined ? { topK: wire.top_k } : {})
+    },
+    ...(wire.max_tokens !== undefined ? { maxOutputTokens: wire.max_tokens } : {}),
+    ...(level !== undefined ? { reasoningEffort: level } : {}),
+    ...(structured !== undefined ? { structured } : {}),
+    parallelToolCalls: wire.tool_choice?.disable_parallel_tool_use !== true,
+    stream: options.stream
+  }
+  return Either.right({ request, thinking, ...(level !== undefined ? { level } : {}), stopSequences: wire.stop_sequences ?? [] })
+}

@@ -1,0 +1,98 @@
+import { Effect, Either, Stream } from "effect"
+import { Settings } from "../../Config.js"
+import { foldEvents, type ModelEvent } from "../../domain/Canonical.js"
+import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
+import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { writeStream } from "../../http/Writer.js"
+import { ModelRunner, type StartedRun } from "../../services/ModelRunner.js"
+import { decodeBody } from "../Decode.js"
+import { holdStructured } from "../HeldBack.js"
+import { makeStopFilter } from "../StopSequences.js"
+import { decodeMessages, type DecodedMessages } from "./Decode.js"
+import { errorEvent, makeMessageEncoder, messageBody, newMessageId } from "./Encode.js"
+import { MessagesRequest } from "./Schema.js"
+
+const decodeRequest = decodeBody(MessagesRequest)
+
+/** Keeps only the first tool call (`disable_parallel_tool_use`). */
+const firstCallOnly = () => {
+  let calls = 0
+  return (event: ModelEvent): ReadonlyArray<ModelEvent> => (event._tag === "ToolCall" && calls++ > 0 ? [] : [event])
+}
+
+/** Headers of a Messages answer that depend on the run. */
+const runHeaders = (decoded: DecodedMessages, run: Pick<StartedRun, "sessionId" | "droppedParams" | "target">): Record<string, string> => {
+  const headers: Record<string, string> = { "x-gateway-session": run.sessionId }
+  if (run.droppedParams.length > 0) headers["x-gateway-dropped-params"] = run.droppedParams.join(",")
+  // thinking asked for, but the model has no variant to think with: it runs without thinking
+  if (decoded.thinking && run.target.variant === undefined) headers["x-gateway-thinking"] = "unavailable"
+  if (!decoded.request.parallelToolCalls) headers["x-gateway-parallel-tools"] = "limited"
+  return headers
+}
+
+export const messagesRoutes = Effect.gen(function* () {
+  const config = yield* Settings
+  const runner = yield* ModelRunner
+
+  const create = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      const wire = yield* decodeRequest(yield* ctx.json)
+      const stream = wire.stream === true
+      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream }), { onLeft: Effect.fail, onRight: Effect.succeed })
+      const request = withRespondTool(decoded.request)
+      const runOptions = {
+        model: wire.model,
+        request,
+        app: ctx.app,
+        deadline: ctx.deadline,
+        ...(decoded.level !== undefined ? { resolve: { reasoningEffort: decoded.level, nearestAbove: true } } : {})
+      }
+      const meta = { id: newMessageId(), model: wire.model, thinking: decoded.thinking }
+
+      if (!stream) {
+        const done = yield* runner.complete(runOptions)
+        const stops = makeStopFilter(decoded.stopSequences)
+        const limit = firstCallOnly()
+        const events = done.events.flatMap((e) => (decoded.request.parallelToolCalls ? [e] : limit(e))).flatMap(stops.event)
+        let answer = foldEvents(events)
+        const headers = runHeaders(decoded, done)
+        if (decoded.request.structured !== undefined) {
+          const resolved = resolveStructured(answer, decoded.request.structured)
+          if (resolved._tag === "error") return yield* resolved.error
+          answer = resolved.result.answer
+          if (resolved.result.fallback) headers["x-gateway-structured-fallback"] = "text"
+        }
+        return Reply.json(messageBody(meta, answer, stops.matched()), { headers })
+      }
+
+      return yield* Effect.scoped(
+        Effect.gen(function* () {
+          const started = yield* Effect.flatMap(runner.start(runOptions), (run) => holdStructured(run, decoded.request.structured))
+          const stops = makeStopFilter(decoded.stopSequences)
+          const limit = firstCallOnly()
+          const encoder = makeMessageEncoder(meta)
+          const body = Stream.make(encoder.start()).pipe(
+            Stream.concat(
+              started.events.pipe(
+                Stream.mapConcat((e) => (decoded.request.parallelToolCalls ? [e] : limit(e))),
+                Stream.mapConcat(stops.event),
+                Stream.map(encoder.event)
+              )
+            ),
+            Stream.concat(Stream.sync(() => encoder.end(stops.matched()))),
+            Stream.catchAll((error) => Stream.make(errorEvent(error)))
+          )
+          yield* writeStream(
+            ctx.response,
+            200,
+            { ...runHeaders(decoded, started), ...ctx.idHeaders, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
+            body
+          )
+          return Reply.written
+        })
+      )
+    })
+
+  const routes: ReadonlyArray<Route> = [{ method: "POST", path: "/v1/messages", auth: "key", handler: create, label: "messages.create" }]
+  return routes
+})
