@@ -392,14 +392,15 @@ describe("edge with keys configured", () => {
       await expectServing(gw, bearer())
     })
 
-    it("x-api-key alone passes auth (404 until the route exists)", async () => {
+    // auth passed when the body is what gets refused (400: `{}` lacks model, max_tokens, messages)
+    it("x-api-key alone passes auth", async () => {
       const r = await call(gw, "POST", "/v1/messages", { headers: { ...jsonType, "x-api-key": KEY }, body: "{}" })
-      expectMessages(r, 404, "not_found_error")
+      expectMessages(r, 400, "invalid_request_error")
     })
 
     it("Bearer alone passes auth", async () => {
       const r = await call(gw, "POST", "/v1/messages", { headers: { ...jsonType, ...bearer() }, body: "{}" })
-      expectMessages(r, 404, "not_found_error")
+      expectMessages(r, 400, "invalid_request_error")
     })
 
     it("a wrong Bearer with the right x-api-key passes auth", async () => {
@@ -407,7 +408,7 @@ describe("edge with keys configured", () => {
         headers: { ...jsonType, ...bearer("sk-wrong-0123456789"), "x-api-key": KEY },
         body: "{}"
       })
-      expectMessages(r, 404, "not_found_error")
+      expectMessages(r, 400, "invalid_request_error")
       await expectServing(gw, bearer())
     })
 
