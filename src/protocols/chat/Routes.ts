@@ -9,6 +9,7 @@ import { writeStream } from "../../http/Writer.js"
 import { Catalog } from "../../services/Catalog.js"
 import { ModelRunner } from "../../services/ModelRunner.js"
 import { decodeBody } from "../Decode.js"
+import { messagesModelPage } from "../messages/Models.js"
 import { holdStructured } from "../HeldBack.js"
 import { decodeChat, decodeCompletion, type DecodedChat } from "./Decode.js"
 import * as Encode from "./Encode.js"
@@ -105,10 +106,12 @@ const reasoningResolve = (decoded: DecodedChat) =>
 const modelsHandler = Effect.gen(function* () {
   const catalog = yield* Catalog
   return (ctx: RequestContext) =>
-    Effect.sync(() => {
-      const created = 0
-      const data = catalog.list(ctx.app).map((m) => ({ id: m.id, object: "model", created, owned_by: m.ownedBy }))
-      return Reply.json({ object: "list", data })
+    Effect.suspend(() => {
+      const entries = catalog.list(ctx.app)
+      // with a Messages version header the list is the Messages shape, paged
+      if (ctx.family === "messages") return Effect.map(messagesModelPage(entries, ctx.query), (page) => Reply.json(page))
+      const data = entries.map((m) => ({ id: m.id, object: "model", created: 0, owned_by: m.ownedBy }))
+      return Effect.succeed(Reply.json({ object: "list", data }))
     })
 })
 
