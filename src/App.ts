@@ -8,6 +8,7 @@ import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
 import { messagesRoutes } from "./protocols/messages/Routes.js"
 import { responsesRoutes } from "./protocols/responses/Routes.js"
+import { AnthropicProviderFactory } from "./providers/anthropic/AnthropicProvider.js"
 import { MockProviderFactory } from "./providers/mock/MockProvider.js"
 import { OpenAiProviderFactory } from "./providers/openai/OpenAiProvider.js"
 import { Catalog } from "./services/Catalog.js"
@@ -24,7 +25,9 @@ import { databaseLayer } from "./sql/Database.js"
 /** Provider factories: one per provider type. A new provider type is one more entry. */
 const factoriesLayer = Layer.effect(
   ProviderFactories,
-  Effect.map(OpenAiProviderFactory, (openai) => new Map([[openai.type, openai], [MockProviderFactory.type, MockProviderFactory]]))
+  Effect.all([OpenAiProviderFactory, AnthropicProviderFactory]).pipe(
+    Effect.map((factories) => new Map([...factories, MockProviderFactory].map((f) => [f.type, f] as const)))
+  )
 ).pipe(Layer.provide(HttpUpstream.layer))
 
 /**

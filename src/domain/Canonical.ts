@@ -78,6 +78,8 @@ export interface ToolDefinition {
   readonly description?: string
   /** JSON Schema of the arguments (an object schema) */
   readonly parameters: JsonSchema
+  /** a cache breakpoint after this tool (the gateway's own, Messages-style placement) */
+  readonly cache?: CacheControl
 }
 
 export type ToolChoice =

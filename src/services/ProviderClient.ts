@@ -102,6 +102,7 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
 /** Sampling params (wire names) a provider type never sends upstream: always dropped and listed. */
 export const neverSent: Readonly<Record<ProviderType, ReadonlyArray<string>>> = {
   openai: ["top_k"],
+  anthropic: ["seed", "presence_penalty", "frequency_penalty"],
   mock: []
 }
 

@@ -469,8 +469,16 @@ describe("secrets are Redacted", () => {
 })
 
 describe("defaultConfigDocument", () => {
+  it("adds an anthropic provider when ANTHROPIC_API_KEY is set", () => {
+    const env = { ANTHROPIC_API_KEY: "sk-ant-default-0123456789" }
+    const config = ok(decodeConfig(defaultConfigDocument(env), env))
+    expect(Object.keys(config.providers).sort()).toEqual(["anthropic", "mock"])
+    expect(config.providers.anthropic.type).toBe("anthropic")
+    expect(JSON.stringify(config)).not.toContain(env.ANTHROPIC_API_KEY)
+  })
+
   it("always has the mock provider; no openai without OPENAI_API_KEY", () => {
-    for (const env of [{}, { OPENAI_API_KEY: "" }, { ANTHROPIC_API_KEY: "x-0123456789", GEMINI_API_KEY: "y-0123456789" }]) {
+    for (const env of [{}, { OPENAI_API_KEY: "" }, { GEMINI_API_KEY: "y-0123456789" }]) {
       const config = ok(decodeConfig(defaultConfigDocument(env), env))
       expect(Object.keys(config.providers)).toEqual(["mock"])
       expect(config.providers.mock.type).toBe("mock")

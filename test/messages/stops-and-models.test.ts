@@ -110,3 +110,51 @@ describe("GET /v1/models in the Messages shape", () => {
     }
   })
 })
+
+describe("prompt caching on decoded Messages requests", () => {
+  it("keeps caller breakpoints and adds the gateway's own 5-minute ones", async () => {
+    const { decodeMessages } = await import("../../src/protocols/messages/Decode.js")
+    const { Either } = await import("effect")
+    const decoded = decodeMessages(
+      {
+        model: "m",
+        max_tokens: 10,
+        system: [
+          { type: "text", text: "first" },
+          { type: "text", text: "second", cache_control: { type: "ephemeral" } },
+          { type: "text", text: "last" }
+        ],
+        tools: [{ name: "a", input_schema: { type: "object" } }, { name: "b", input_schema: { type: "object" } }],
+        messages: [{ role: "user", content: [{ type: "text", text: "hello" }] }]
+      },
+      { maxTools: 10, stream: false }
+    )
+    if (Either.isLeft(decoded)) throw new Error(decoded.left.message)
+    const r = decoded.right.request
+    expect(r.tools.map((t) => t.cache)).toEqual([undefined, { ttl: "5m" }])
+    expect(r.system.map((p) => p.cache)).toEqual([{ ttl: "5m" }, { ttl: "5m" }, { ttl: "5m" }])
+    // four slots used (caller's + last tool + first + last system): no room for the tail
+    const parts = r.messages[0].parts
+    expect(parts[0].type === "text" ? parts[0].cache : "x").toBeUndefined()
+  })
+
+  it("raises breakpoints before a caller 1h block when no tools reach the model", async () => {
+    const { decodeMessages } = await import("../../src/protocols/messages/Decode.js")
+    const { Either } = await import("effect")
+    const decoded = decodeMessages(
+      {
+        model: "m",
+        max_tokens: 10,
+        system: [{ type: "text", text: "sys" }],
+        messages: [{ role: "user", content: [{ type: "text", text: "doc", cache_control: { type: "ephemeral", ttl: "1h" } }, { type: "text", text: "question" }] }]
+      },
+      { maxTools: 10, stream: false }
+    )
+    if (Either.isLeft(decoded)) throw new Error(decoded.left.message)
+    const r = decoded.right.request
+    expect(r.system[0].cache).toEqual({ ttl: "1h" })
+    const [doc, question] = r.messages[0].parts
+    expect(doc.type === "text" ? doc.cache : undefined).toEqual({ ttl: "1h" })
+    expect(question.type === "text" ? question.cache : undefined).toEqual({ ttl: "5m" })
+  })
+})

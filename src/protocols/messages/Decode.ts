@@ -3,6 +3,7 @@ import type { AssistantPart, CacheControl, CanonicalRequest, Message, TextPart, 
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { respondToolName } from "../../domain/Structured.js"
 import { decodeAt } from "../Decode.js"
+import { applyCaching } from "./Caching.js"
 import { blockSchemas, refusedBlockTypes, Tool, type CountTokensRequest } from "./Schema.js"
 
 /** Translation of a decoded Messages request into the canonical request (spec 4.2). */
@@ -202,5 +203,5 @@ export const decodeMessages = (wire: CountTokensRequest, options: { readonly max
     parallelToolCalls: wire.tool_choice?.disable_parallel_tool_use !== true,
     stream: options.stream
   }
-  return Either.right({ request, thinking, ...(level !== undefined ? { level } : {}), stopSequences: wire.stop_sequences ?? [] })
+  return Either.right({ request: applyCaching(request), thinking, ...(level !== undefined ? { level } : {}), stopSequences: wire.stop_sequences ?? [] })
 }

@@ -4,15 +4,18 @@ import { foldEvents, type ModelEvent } from "../../domain/Canonical.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { writeStream } from "../../http/Writer.js"
+import { estimateTokens, messagesCalibration } from "../../domain/TokenEstimate.js"
+import { Catalog } from "../../services/Catalog.js"
 import { ModelRunner, type StartedRun } from "../../services/ModelRunner.js"
 import { decodeBody } from "../Decode.js"
 import { holdStructured } from "../HeldBack.js"
 import { makeStopFilter } from "../StopSequences.js"
 import { decodeMessages, type DecodedMessages } from "./Decode.js"
 import { errorEvent, makeMessageEncoder, messageBody, newMessageId } from "./Encode.js"
-import { MessagesRequest } from "./Schema.js"
+import { CountTokensRequest, MessagesRequest } from "./Schema.js"
 
 const decodeRequest = decodeBody(MessagesRequest)
+const decodeCount = decodeBody(CountTokensRequest)
 
 /** Keeps only the first tool call (`disable_parallel_tool_use`). */
 const firstCallOnly = () => {
@@ -33,6 +36,7 @@ const runHeaders = (decoded: DecodedMessages, run: Pick<StartedRun, "sessionId" 
 export const messagesRoutes = Effect.gen(function* () {
   const config = yield* Settings
   const runner = yield* ModelRunner
+  const catalog = yield* Catalog
 
   const create = (ctx: RequestContext) =>
     Effect.gen(function* () {
@@ -93,6 +97,21 @@ export const messagesRoutes = Effect.gen(function* () {
       )
     })
 
-  const routes: ReadonlyArray<Route> = [{ method: "POST", path: "/v1/messages", auth: "key", handler: create, label: "messages.create" }]
+  /** An estimate of the input the request would send, with the refusals a real request gets. */
+  const countTokens = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      const wire = yield* decodeCount(yield* ctx.json)
+      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream: false }), { onLeft: Effect.fail, onRight: Effect.succeed })
+      // the model must exist and be allowed for this app, as for a real request
+      yield* catalog.resolve(wire.model, ctx.app)
+      const request = withRespondTool(decoded.request)
+      const offered = request.toolChoice.type === "none" ? { ...request, tools: [] } : request
+      return Reply.json({ input_tokens: estimateTokens(offered, messagesCalibration) })
+    })
+
+  const routes: ReadonlyArray<Route> = [
+    { method: "POST", path: "/v1/messages", auth: "key", handler: create, label: "messages.create" },
+    { method: "POST", path: "/v1/messages/count_tokens", auth: "key", handler: countTokens, label: "messages.count_tokens" }
+  ]
   return routes
 })

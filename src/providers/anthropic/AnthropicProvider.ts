@@ -1,0 +1,165 @@
+import { Effect, Redacted, Stream } from "effect"
+import type { ProviderConfig } from "../../Config.js"
+import type { ModelEvent } from "../../domain/Canonical.js"
+import { UpstreamError } from "../../domain/Errors.js"
+import { HttpUpstream, type TransportFailure, type UpstreamResponse } from "../../services/HttpUpstream.js"
+import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
+import { statusError } from "../openai/OpenAiProvider.js"
+import { decodeSse } from "../Sse.js"
+import { buildMessagesRequest } from "./Request.js"
+import { eventsOfMessage, finishStream, initialStreamState, readStreamEvent, readWireError } from "./Response.js"
+
+/** The Messages API version header sent upstream. */
+export const anthropicVersion = "2023-06-01"
+
+const retryAfterOf = (response: UpstreamResponse): number | undefined => {
+  const value = response.headers["retry-after"]
+  if (typeof value !== "string") return undefined
+  const seconds = Number(value)
+  if (Number.isFinite(seconds) && seconds >= 0) return Math.ceil(seconds)
+  const date = Date.parse(value)
+  return Number.isNaN(date) ? undefined : Math.max(0, Math.ceil((date - Date.now()) / 1000))
+}
+
+const transportError = (provider: string) => (failure: TransportFailure) =>
+  new UpstreamError({
+    provider,
+    reason: failure === "timeout" ? "timeout" : "connection",
+    message: failure === "timeout" ? "no answer in time" : failure === "body" ? "the connection broke during the answer" : "the provider could not be reached"
+  })
+
+const parseJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return undefined
+  }
+}
+
+/** `{baseUrl}/v1/messages`, without doubling a `/v1` the base URL already ends in. */
+export const messagesUrl = (baseUrl: string): string => {
+  const base = baseUrl.replace(/\/+$/, "")
+  return /\/v1$/.test(base) ? `${base}/messages` : `${base}/v1/messages`
+}
+
+/** The typed error for an error the upstream reported by type (body of a failed call, or an SSE `error` event). */
+const wireErrorOf = (provider: string, type: string, status?: number): UpstreamError => {
+  const base = { provider, ...(status !== undefined ? { upstreamStatus: status } : {}) }
+  switch (type) {
+    case "overloaded_error":
+      return new UpstreamError({ ...base, reason: "overloaded", message: "overloaded" })
+    case "rate_limit_error":
+      return new UpstreamError({ ...base, reason: "rate_limited", message: "rate limited" })
+    case "authentication_error":
+    case "permission_error":
+      return new UpstreamError({ ...base, reason: "auth", message: "credentials refused" })
+    case "invalid_request_error":
+      return new UpstreamError({ ...base, reason: "bad_request", message: "request refused" })
+    case "timeout_error":
+      return new UpstreamError({ ...base, reason: "timeout", message: "timeout" })
+    default:
+      return new UpstreamError({ ...base, reason: "server_error", message: "the provider reported an error" })
+  }
+}
+
+/**
+ * The `anthropic` provider type: a native Messages API upstream. `stream` makes an SSE call (tool
+ * calls assembled and emitted whole, thinking signatures carried on a final empty ReasoningDelta);
+ * `complete` makes one non-streamed call whose `message` is turned into the same events.
+ */
+export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
+  Effect.gen(function* () {
+    const upstream = yield* HttpUpstream
+    const url = messagesUrl(config.baseUrl ?? "")
+    const headers: Record<string, string> = {
+      "anthropic-version": anthropicVersion,
+      ...config.headers,
+      accept: "application/json, text/event-stream",
+      "content-type": "application/json"
+    }
+    if (config.apiKey !== undefined) headers["x-api-key"] = Redacted.value(config.apiKey)
+    const badResponse = (message: string) => new UpstreamError({ provider: name, reason: "bad_response", message })
+
+    const failed = (response: UpstreamResponse) =>
+      response.text.pipe(
+        Effect.orElseSucceed(() => ""),
+        Effect.flatMap((text) => {
+          const retryAfter = retryAfterOf(response)
+          const wire = readWireError(parseJson(text))
+          if (wire?.type === "overloaded_error") {
+            return Effect.fail(
+              new UpstreamError({
+                provider: name,
+                reason: "overloaded",
+                upstreamStatus: response.status,
+                ...(retryAfter !== undefined ? { retryAfter } : {}),
+                message: "overloaded"
+              })
+            )
+          }
+          return Effect.fail(statusError(name, response.status, text, retryAfter))
+        })
+      )
+
+    const send = (call: ProviderCall) =>
+      upstream
+        .post({ url, headers, body: JSON.stringify(buildMessagesRequest(call.target, call.request)), deadline: call.deadline })
+        .pipe(
+          Effect.mapError(transportError(name)),
+          Effect.flatMap((response) => (response.status >= 200 && response.status < 300 ? Effect.succeed(response) : failed(response)))
+        )
+
+    const complete = (call: ProviderCall): Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError> =>
+      send({ ...call, request: { ...call.request, stream: false } }).pipe(
+        Effect.flatMap((response) => Effect.mapError(response.text, transportError(name))),
+        Effect.flatMap((text) => {
+          const body = parseJson(text)
+          if (body === undefined) return Effect.fail(badResponse("the answer is not JSON"))
+          const wire = readWireError(body)
+          if (wire !== undefined) return Effect.fail(wireErrorOf(name, wire.type))
+          const result = eventsOfMessage(body)
+          return result._tag === "Events" ? Effect.succeed(result.events) : Effect.fail(badResponse(result.message))
+        })
+      )
+
+    const sse = (call: ProviderCall): Stream.Stream<ModelEvent, UpstreamError> =>
+      Stream.unwrap(
+        send({ ...call, request: { ...call.request, stream: true } }).pipe(
+          Effect.map((response) => {
+            const state = initialStreamState()
+            const frames = decodeSse(Stream.mapError(response.stream, transportError(name)))
+            const body = frames.pipe(
+              Stream.takeWhile(() => !state.done),
+              Stream.mapConcatEffect((frame) => {
+                const data = parseJson(frame.data)
+                if (data === undefined) return Effect.fail(badResponse("a stream event is not JSON"))
+                const result = readStreamEvent(state, frame.event, data)
+                switch (result._tag) {
+                  case "Events":
+                    return Effect.succeed(result.events)
+                  case "Invalid":
+                    return Effect.fail(badResponse(result.message))
+                  case "Error":
+                    return Effect.fail(wireErrorOf(name, result.type))
+                }
+              })
+            )
+            const end = Stream.suspend(() => {
+              if (!state.done) return Stream.fail(badResponse("the stream ended before the answer was complete"))
+              const result = finishStream(state)
+              return result._tag === "Events" ? Stream.fromIterable(result.events) : Stream.fail(badResponse(result.message))
+            })
+            return Stream.concat(body, end)
+          })
+        )
+      )
+
+    const provider: Provider = { stream: sse, complete }
+    return provider
+  })
+
+/** Factory for the registry; needs the HttpUpstream. */
+export const AnthropicProviderFactory = Effect.map(HttpUpstream, (upstream): ProviderFactory => ({
+  type: "anthropic",
+  make: (name, config) => makeAnthropicProvider(name, config).pipe(Effect.provideService(HttpUpstream, upstream))
+}))

@@ -1,0 +1,505 @@
+/**
+ * A scriptable fake native Messages upstream for tests: a real HTTP server on 127.0.0.1 (random
+ * port) that speaks the Anthropic Messages wire format (JSON and SSE), records every request and
+ * can be told to misbehave (status errors, reset, reset mid-stream, stall).
+ *
+ * Usage:
+ *   const up = await startFakeMessagesUpstream()
+ *   up.script(messageSse({ blocks: [{ type: "text", text: "hi" }] }), messagesError(529, "overloaded_error", "Overloaded"))
+ *   ... point the provider at up.origin ("http://127.0.0.1:PORT"; it POSTs /v1/messages) ...
+ *   expect(up.requests[0].body).toMatchObject({ model: "claude-x" })
+ *   await up.close()
+ */
+import { createServer } from "node:http"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import type { AddressInfo, Socket } from "node:net"
+
+// ---------------------------------------------------------------------------------------------
+// Types
+// ---------------------------------------------------------------------------------------------
+
+export interface RecordedRequest {
+  method: string
+  /** Path without the query string, e.g. "/v1/messages". */
+  path: string
+  url: string
+  headers: Record<string, string | string[] | undefined>
+  /** Parsed JSON when the body parses; otherwise the raw string; undefined when empty. */
+  body: unknown
+  rawBody: string
+}
+
+/** One SSE event: `event: <event>\ndata: <JSON of data>\n\n`; a string is written raw. */
+export type SseEvent = { event: string; data: unknown } | string
+
+export type Reply =
+  | { kind: "json"; status?: number; body: unknown; headers?: Record<string, string> }
+  | { kind: "text"; status?: number; body: string; headers?: Record<string, string> }
+  | { kind: "sse"; events: Array<SseEvent>; delayMs?: number; status?: number; headers?: Record<string, string> }
+  /** Destroy the socket before writing any byte of the response. */
+  | { kind: "reset" }
+  /** Send SSE headers and these events, then destroy the socket. */
+  | { kind: "resetAfter"; events: Array<SseEvent>; delayMs?: number }
+  /** Accept, never answer for `ms`, then destroy the socket. */
+  | { kind: "stall"; ms: number }
+
+export type Handler = (req: RecordedRequest, index: number) => Reply | Promise<Reply>
+export type Scripted = Reply | Handler
+
+export interface FakeMessagesUpstream {
+  /** "http://127.0.0.1:PORT" — the base URL a client appends /v1/messages to. */
+  origin: string
+  /** "http://127.0.0.1:PORT/v1" — a base URL that already ends in /v1. */
+  url: string
+  port: number
+  requests: RecordedRequest[]
+  openConnections(): number
+  /** Queue replies for the next requests, in order; when the queue is empty the handler answers. */
+  script(...replies: Scripted[]): void
+  pending(): number
+  onRequest(handler: Handler): void
+  reset(): void
+  close(): Promise<void>
+}
+
+export type BlockSpec =
+  | { type: "text"; text: string }
+  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "redacted_thinking"; data: string }
+  | { type: "tool_use"; id: string; name: string; input: Record<string, unknown> }
+
+export interface UsageSpec {
+  input: number
+  output: number
+  cacheRead?: number
+  cacheWrite?: number
+}
+
+export interface MessageOptions {
+  /** Default: one text block "Hello from upstream". */
+  blocks?: BlockSpec[]
+  /** Default: "tool_use" when a tool_use block is given, else "end_turn". */
+  stopReason?: string
+  stopSequence?: string | null
+  /** Default: 10 input / 3 output. */
+  usage?: UsageSpec
+  model?: string
+  id?: string
+}
+
+export interface MessageSseOptions extends MessageOptions {
+  /** Characters per text/thinking delta and per input_json_delta (default 5). */
+  split?: number
+  delayMs?: number
+  /** Default true: a `ping` after the first content_block_start, as the real API does. */
+  ping?: boolean
+  /** Default true: end with message_delta + message_stop. */
+  complete?: boolean
+}
+
+// ---------------------------------------------------------------------------------------------
+// Builders
+// ---------------------------------------------------------------------------------------------
+
+export const DEFAULT_MODEL = "claude-fake"
+export const DEFAULT_TEXT = "Hello from upstream"
+export const DEFAULT_USAGE: UsageSpec = { input: 10, output: 3 }
+
+let idCounter = 0
+const nextId = (): string => `msg_fake_${++idCounter}`
+
+export function usageObject(u: UsageSpec): Record<string, unknown> {
+  return {
+    input_tokens: u.input,
+    cache_creation_input_tokens: u.cacheWrite ?? 0,
+    cache_read_input_tokens: u.cacheRead ?? 0,
+    output_tokens: u.output,
+    service_tier: "standard"
+  }
+}
+
+const blocksOf = (opts: MessageOptions): BlockSpec[] => opts.blocks ?? [{ type: "text", text: DEFAULT_TEXT }]
+
+const stopReasonOf = (opts: MessageOptions): string =>
+  opts.stopReason ?? (blocksOf(opts).some((b) => b.type === "tool_use") ? "tool_use" : "end_turn")
+
+const wireBlock = (b: BlockSpec): Record<string, unknown> => {
+  switch (b.type) {
+    case "text":
+      return { type: "text", text: b.text }
+    case "thinking":
+      return { type: "thinking", thinking: b.thinking, signature: b.signature }
+    case "redacted_thinking":
+      return { type: "redacted_thinking", data: b.data }
+    case "tool_use":
+      return { type: "tool_use", id: b.id, name: b.name, input: b.input }
+  }
+}
+
+/** The `message` object messageJson would send. */
+export function messageObject(opts: MessageOptions = {}): Record<string, unknown> {
+  return {
+    id: opts.id ?? nextId(),
+    type: "message",
+    role: "assistant",
+    model: opts.model ?? DEFAULT_MODEL,
+    content: blocksOf(opts).map(wireBlock),
+    stop_reason: stopReasonOf(opts),
+    stop_sequence: opts.stopSequence ?? null,
+    usage: usageObject(opts.usage ?? DEFAULT_USAGE)
+  }
+}
+
+/** A JSON `message` reply (non-streamed call). */
+export function messageJson(opts: MessageOptions = {}): Reply {
+  return { kind: "json", status: 200, body: messageObject(opts) }
+}
+
+function splitText(text: string, n: number): string[] {
+  if (text.length === 0) return []
+  const size = Math.max(1, Math.floor(n))
+  const out: string[] = []
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size))
+  return out
+}
+
+const ev = (event: string, data: Record<string, unknown>): SseEvent => ({ event, data: { type: event, ...data } })
+
+/** Builders for single Messages SSE events. */
+export const events = {
+  messageStart(opts: MessageOptions = {}): SseEvent {
+    const usage = opts.usage ?? DEFAULT_USAGE
+    return ev("message_start", {
+      message: {
+        id: opts.id ?? nextId(),
+        type: "message",
+        role: "assistant",
+        model: opts.model ?? DEFAULT_MODEL,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: usageObject({ ...usage, output: 1 })
+      }
+    })
+  },
+  blockStart(index: number, block: Record<string, unknown>): SseEvent {
+    return ev("content_block_start", { index, content_block: block })
+  },
+  textDelta(index: number, text: string): SseEvent {
+    return ev("content_block_delta", { index, delta: { type: "text_delta", text } })
+  },
+  thinkingDelta(index: number, thinking: string): SseEvent {
+    return ev("content_block_delta", { index, delta: { type: "thinking_delta", thinking } })
+  },
+  signatureDelta(index: number, signature: string): SseEvent {
+    return ev("content_block_delta", { index, delta: { type: "signature_delta", signature } })
+  },
+  inputJsonDelta(index: number, partialJson: string): SseEvent {
+    return ev("content_block_delta", { index, delta: { type: "input_json_delta", partial_json: partialJson } })
+  },
+  blockStop(index: number): SseEvent {
+    return ev("content_block_stop", { index })
+  },
+  messageDelta(stopReason: string, output: number, stopSequence: string | null = null): SseEvent {
+    return ev("message_delta", { delta: { stop_reason: stopReason, stop_sequence: stopSequence }, usage: { output_tokens: output } })
+  },
+  messageStop(): SseEvent {
+    return ev("message_stop", {})
+  },
+  ping(): SseEvent {
+    return ev("ping", {})
+  },
+  error(type: string, message: string): SseEvent {
+    return { event: "error", data: { type: "error", error: { type, message } } }
+  }
+}
+
+/** The events of one content block: start, deltas, stop. */
+function blockEvents(index: number, b: BlockSpec, split: number): SseEvent[] {
+  switch (b.type) {
+    case "text":
+      return [
+        events.blockStart(index, { type: "text", text: "" }),
+        ...splitText(b.text, split).map((t) => events.textDelta(index, t)),
+        events.blockStop(index)
+      ]
+    case "thinking":
+      return [
+        events.blockStart(index, { type: "thinking", thinking: "", signature: "" }),
+        ...splitText(b.thinking, split).map((t) => events.thinkingDelta(index, t)),
+        events.signatureDelta(index, b.signature),
+        events.blockStop(index)
+      ]
+    case "redacted_thinking":
+      return [events.blockStart(index, { type: "redacted_thinking", data: b.data }), events.blockStop(index)]
+    case "tool_use":
+      return [
+        events.blockStart(index, { type: "tool_use", id: b.id, name: b.name, input: {} }),
+        events.inputJsonDelta(index, ""),
+        ...splitText(JSON.stringify(b.input), split).map((t) => events.inputJsonDelta(index, t)),
+        events.blockStop(index)
+      ]
+  }
+}
+
+/** The SSE events messageSse would stream, in the real API's order. */
+export function messageSseEvents(opts: MessageSseOptions = {}): SseEvent[] {
+  const split = opts.split ?? 5
+  const out: SseEvent[] = [events.messageStart(opts)]
+  blocksOf(opts).forEach((b, index) => {
+    const block = blockEvents(index, b, split)
+    out.push(block[0])
+    if (index === 0 && (opts.ping ?? true)) out.push(events.ping())
+    out.push(...block.slice(1))
+  })
+  if (opts.complete ?? true) {
+    out.push(events.messageDelta(stopReasonOf(opts), (opts.usage ?? DEFAULT_USAGE).output, opts.stopSequence ?? null))
+    out.push(events.messageStop())
+  }
+  return out
+}
+
+/** An SSE reply streamed the way the Messages API does. */
+export function messageSse(opts: MessageSseOptions = {}): Reply {
+  const reply: Reply = { kind: "sse", events: messageSseEvents(opts) }
+  if (opts.delayMs !== undefined) reply.delayMs = opts.delayMs
+  return reply
+}
+
+/** A Messages-shaped error reply. */
+export function messagesError(status: number, type: string, message: string, headers?: Record<string, string>): Reply {
+  const reply: Reply = { kind: "json", status, body: { type: "error", error: { type, message } } }
+  if (headers !== undefined) reply.headers = headers
+  return reply
+}
+
+function asRecord(v: unknown): Record<string, unknown> | undefined {
+  return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
+}
+
+/** A handler answering messageSse(opts) when the request has `stream: true`, else messageJson(opts). */
+export function auto(opts: MessageSseOptions = {}): Handler {
+  return (req) => {
+    const body = asRecord(req.body)
+    if (body === undefined) return messagesError(400, "invalid_request_error", "There was an issue with the JSON body")
+    const model = opts.model ?? (typeof body.model === "string" ? body.model : DEFAULT_MODEL)
+    return body.stream === true ? messageSse({ ...opts, model }) : messageJson({ ...opts, model })
+  }
+}
+
+/** The default handler: /v1/messages via auto(), 404 for everything else. */
+export const defaultHandler: Handler = (req, index) => {
+  if (req.method === "POST" && req.path === "/v1/messages") return auto()(req, index)
+  return messagesError(404, "not_found_error", `Unknown request URL: ${req.method} ${req.path}`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------------
+
+function encodeSse(item: SseEvent): string {
+  if (typeof item === "string") return item
+  return `event: ${item.event}\ndata: ${JSON.stringify(item.data)}\n\n`
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve) => {
+    const parts: Buffer[] = []
+    let settled = false
+    const finish = () => {
+      if (settled) return
+      settled = true
+      resolve(Buffer.concat(parts).toString("utf8"))
+    }
+    req.on("data", (d: Buffer) => parts.push(d))
+    req.on("end", finish)
+    req.on("error", finish)
+    req.on("close", finish)
+  })
+}
+
+export function startFakeMessagesUpstream(): Promise<FakeMessagesUpstream> {
+  const sockets = new Set<Socket>()
+  const timers = new Set<() => void>()
+  const requests: RecordedRequest[] = []
+  let queue: Scripted[] = []
+  let handler: Handler = defaultHandler
+  let closed = false
+  let closing: Promise<void> | undefined
+
+  const sleep = (ms: number, res: ServerResponse): Promise<void> =>
+    new Promise((resolve) => {
+      if (closed || res.destroyed) return resolve()
+      const done = () => {
+        clearTimeout(timer)
+        timers.delete(done)
+        res.off("close", done)
+        resolve()
+      }
+      const timer = setTimeout(done, Math.max(0, ms))
+      timers.add(done)
+      res.once("close", done)
+    })
+
+  const gone = (res: ServerResponse): boolean => closed || res.destroyed || res.socket === null || res.socket.destroyed
+
+  const write = (res: ServerResponse, data: string): Promise<void> =>
+    new Promise((resolve) => {
+      if (gone(res)) return resolve()
+      try {
+        res.write(data, () => resolve())
+      } catch {
+        resolve()
+      }
+    })
+
+  const destroy = (req: IncomingMessage, res: ServerResponse) => {
+    ;(res.socket ?? req.socket)?.destroy()
+    res.destroy()
+  }
+
+  const writeSseHead = (res: ServerResponse, status: number, headers: Record<string, string> | undefined) => {
+    res.statusCode = status
+    res.setHeader("content-type", "text/event-stream; charset=utf-8")
+    res.setHeader("cache-control", "no-cache")
+    for (const [k, v] of Object.entries(headers ?? {})) res.setHeader(k, v)
+    res.flushHeaders()
+  }
+
+  const sendEvents = async (res: ServerResponse, items: SseEvent[], delayMs: number | undefined) => {
+    for (const item of items) {
+      if (delayMs !== undefined && delayMs > 0) await sleep(delayMs, res)
+      if (gone(res)) return
+      await write(res, encodeSse(item))
+    }
+  }
+
+  const sendFixed = (res: ServerResponse, status: number, body: string, contentType: string, headers: Record<string, string> | undefined) => {
+    res.statusCode = status
+    res.setHeader("content-type", contentType)
+    res.setHeader("content-length", Buffer.byteLength(body))
+    for (const [k, v] of Object.entries(headers ?? {})) res.setHeader(k, v)
+    res.end(body)
+  }
+
+  const respond = async (req: IncomingMessage, res: ServerResponse, reply: Reply): Promise<void> => {
+    if (gone(res)) return
+    switch (reply.kind) {
+      case "json":
+        sendFixed(res, reply.status ?? 200, JSON.stringify(reply.body) ?? "null", "application/json", reply.headers)
+        return
+      case "text":
+        sendFixed(res, reply.status ?? 200, reply.body, "text/plain; charset=utf-8", reply.headers)
+        return
+      case "sse":
+        writeSseHead(res, reply.status ?? 200, reply.headers)
+        await sendEvents(res, reply.events, reply.delayMs)
+        if (!gone(res)) res.end()
+        return
+      case "reset":
+        destroy(req, res)
+        return
+      case "resetAfter":
+        writeSseHead(res, 200, undefined)
+        await sendEvents(res, reply.events, reply.delayMs)
+        await sleep(10, res)
+        destroy(req, res)
+        return
+      case "stall":
+        await sleep(reply.ms, res)
+        destroy(req, res)
+        return
+    }
+  }
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const raw = await readBody(req)
+    let body: unknown = raw.length === 0 ? undefined : raw
+    if (raw.length > 0) {
+      try {
+        body = JSON.parse(raw)
+      } catch {
+        body = raw
+      }
+    }
+    const url = req.url ?? "/"
+    const q = url.indexOf("?")
+    const recorded: RecordedRequest = {
+      method: req.method ?? "GET",
+      path: q === -1 ? url : url.slice(0, q),
+      url,
+      headers: { ...req.headers },
+      body,
+      rawBody: raw
+    }
+    const index = requests.push(recorded) - 1
+    let reply: Reply
+    try {
+      const next = queue.shift()
+      if (next === undefined) reply = await handler(recorded, index)
+      else if (typeof next === "function") reply = await next(recorded, index)
+      else reply = next
+    } catch {
+      reply = messagesError(500, "api_error", "fake upstream handler threw")
+    }
+    await respond(req, res, reply)
+  }
+
+  const server = createServer({ keepAlive: true }, (req, res) => {
+    handle(req, res).catch(() => destroy(req, res))
+  })
+  server.keepAliveTimeout = 5_000
+  server.on("connection", (socket: Socket) => {
+    if (closed) return void socket.destroy()
+    sockets.add(socket)
+    socket.on("close", () => sockets.delete(socket))
+    socket.on("error", () => {})
+  })
+  server.on("error", () => {})
+
+  const close = (): Promise<void> => {
+    if (closing) return closing
+    closed = true
+    closing = new Promise<void>((resolve) => {
+      for (const cancel of [...timers]) cancel()
+      timers.clear()
+      const serverClosed = new Promise<void>((r) => server.close(() => r()))
+      server.closeAllConnections()
+      for (const s of sockets) s.destroy()
+      const safety = setTimeout(resolve, 1_000)
+      safety.unref()
+      void serverClosed.then(() => {
+        clearTimeout(safety)
+        resolve()
+      })
+    })
+    return closing
+  }
+
+  return new Promise<FakeMessagesUpstream>((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      server.off("error", reject)
+      const { port } = server.address() as AddressInfo
+      const origin = `http://127.0.0.1:${port}`
+      resolve({
+        origin,
+        url: `${origin}/v1`,
+        port,
+        requests,
+        openConnections: () => sockets.size,
+        script: (...replies) => void queue.push(...replies),
+        pending: () => queue.length,
+        onRequest: (h) => {
+          handler = h
+        },
+        reset: () => {
+          requests.length = 0
+          queue = []
+          handler = defaultHandler
+        },
+        close
+      })
+    })
+  })
+}
