@@ -197,3 +197,35 @@ describe("Messages API through the @anthropic-ai/sdk", () => {
     expect(((await res.json()) as { error: { type: string } }).error.type).toBe("overloaded_error")
   })
 })
+
+describe("Messages structured output in a stream", () => {
+  let upstream: FakeUpstream
+  let gateway: TestGateway
+  beforeAll(async () => {
+    upstream = await startFakeUpstream()
+    gateway = await startGateway({ providers: { up: { type: "openai", baseUrl: upstream.url, apiKey: "k" } } })
+  })
+  afterAll(async () => {
+    await gateway?.close()
+    await upstream?.close()
+  })
+
+  it("ends with an error event and no message_stop when the model returns no matching JSON", async () => {
+    upstream.onRequest(() => chatSse({ content: "not json at all" }))
+    const res = await fetch(`${gateway.url}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "up/m",
+        max_tokens: 50,
+        stream: true,
+        messages: [{ role: "user", content: "q" }],
+        output_config: { format: { type: "json_schema", schema: { type: "object", required: ["a"] } } }
+      })
+    })
+    const text = await res.text()
+    const types = [...text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1])
+    expect(types).toEqual(["message_start", "error"])
+    expect(text).toContain('"type":"api_error"')
+  })
+})

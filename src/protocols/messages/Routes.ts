@@ -71,10 +71,18 @@ export const messagesRoutes = Effect.gen(function* () {
 
       return yield* Effect.scoped(
         Effect.gen(function* () {
-          const started = yield* Effect.flatMap(runner.start(runOptions), (run) => holdStructured(run, decoded.request.structured))
+          const run = yield* runner.start(runOptions)
+          const encoder = makeMessageEncoder(meta)
+          // a structured answer that is missing is, on this stream, an error event after message_start
+          const held = yield* Effect.either(holdStructured(run, decoded.request.structured))
+          if (held._tag === "Left") {
+            const headers = { ...runHeaders(decoded, run), ...ctx.idHeaders, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" }
+            yield* writeStream(ctx.response, 200, headers, Stream.make(encoder.start() + errorEvent(held.left)))
+            return Reply.written
+          }
+          const started = held.right
           const stops = makeStopFilter(decoded.stopSequences)
           const limit = firstCallOnly()
-          const encoder = makeMessageEncoder(meta)
           const body = Stream.make(encoder.start()).pipe(
             Stream.concat(
               started.events.pipe(
