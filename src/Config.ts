@@ -47,7 +47,22 @@ export const AliasConfig = Schema.Union(
   Schema.Struct({ targets: Schema.NonEmptyArray(Schema.String) })
 )
 
+export const AgentConfig = Schema.Struct({
+  /** the model (alias or `<provider>/<model>`) the agent runs on */
+  model: Schema.String,
+  /** replaces the caller's system prompt */
+  prompt: Schema.String
+})
+
+export const SkillConfig = Schema.Struct({
+  model: Schema.String,
+  /** appended to the caller's system prompt */
+  content: Schema.String
+})
+
 export const AppConfig = Schema.Struct({
+  /** the app's system policy: placed first in every request's system prompt */
+  system: Schema.optionalWith(Schema.String, { exact: true }),
   maxChoices: optionalExact(PositiveInt),
   onHostedTools: optionalExact(Schema.Literal("drop", "refuse")),
   reasoningOutput: optionalExact(Schema.Boolean),
@@ -79,6 +94,10 @@ export const GatewayConfig = Schema.Struct({
   providers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: ProviderConfig }), { exact: true, default: () => ({}) }),
   aliases: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AliasConfig }), { exact: true, default: () => ({}) }),
   apps: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AppConfig }), { exact: true, default: () => ({}) }),
+  /** served as model id `agent/<name>` */
+  agents: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AgentConfig }), { exact: true, default: () => ({}) }),
+  /** served as model id `skill/<name>` */
+  skills: Schema.optionalWith(Schema.Record({ key: Schema.String, value: SkillConfig }), { exact: true, default: () => ({}) }),
   limits: Schema.optionalWith(
     Schema.Struct({
       maxBodyBytes: Schema.optionalWith(PositiveInt, { exact: true, default: () => 32 * 1024 * 1024 }),

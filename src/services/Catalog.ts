@@ -1,5 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import type { GatewayConfig, ModelConfig } from "../Config.js"
+import type { TextPart } from "../domain/Canonical.js"
 import { Errors, type GatewayError } from "../domain/Errors.js"
 import { globCapture, globMatch, parseModelId, pickVariant, splitProvider } from "../domain/ModelId.js"
 import type { ProviderTarget } from "./ProviderClient.js"
@@ -7,6 +8,8 @@ import type { ProviderTarget } from "./ProviderClient.js"
 /** The per-app options in force: the app's own, else the global ones. */
 export interface AppSettings {
   readonly name: string
+  /** the app's system policy, first in every system prompt */
+  readonly system?: string
   readonly maxChoices: number
   readonly onHostedTools: "drop" | "refuse"
   readonly reasoningOutput: boolean
@@ -43,6 +46,8 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
   {
     readonly resolve: (model: string, app: AppSettings, options?: ResolveOptions) => Effect.Effect<ResolvedModel, GatewayError>
     readonly list: (app: AppSettings) => ReadonlyArray<ModelEntry>
+    /** the system prompt that reaches the model: app policy, then an agent's prompt in place of the caller's, or the caller's plus a skill's content */
+    readonly system: (model: string, app: AppSettings, caller: ReadonlyArray<TextPart>) => ReadonlyArray<TextPart>
     readonly app: (name: string) => AppSettings
   }
 >() {
@@ -66,6 +71,7 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
       const own = config.apps[name] ?? {}
       const settings: AppSettings = {
         name,
+        ...(own.system !== undefined ? { system: own.system } : {}),
         maxChoices: own.maxChoices ?? config.maxChoices,
         onHostedTools: own.onHostedTools ?? "drop",
         reasoningOutput: own.reasoningOutput ?? config.reasoningOutput,
@@ -136,8 +142,34 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
       return undefined
     }
 
+    const persona = (base: string): { readonly model: string; readonly prompt?: string; readonly content?: string } | undefined => {
+      if (base.startsWith("agent/")) return config.agents[base.slice(6)]
+      if (base.startsWith("skill/")) return config.skills[base.slice(6)]
+      return undefined
+    }
+
+    const system = (model: string, settings: AppSettings, caller: ReadonlyArray<TextPart>): ReadonlyArray<TextPart> => {
+      const policy: Array<TextPart> = settings.system !== undefined ? [{ type: "text", text: settings.system }] : []
+      const found = persona(parseModelId(model).base)
+      if (found?.prompt !== undefined) return [...policy, { type: "text", text: found.prompt }]
+      if (found?.content !== undefined) return [...policy, ...caller, { type: "text", text: found.content }]
+      return policy.length === 0 ? caller : [...policy, ...caller]
+    }
+
     const resolve = (model: string, settings: AppSettings, options?: ResolveOptions): Effect.Effect<ResolvedModel, GatewayError> => {
-      const { base, variant } = parseModelId(model)
+      const parsed = parseModelId(model)
+      if (parsed.base.startsWith("agent/") || parsed.base.startsWith("skill/")) {
+        const found = persona(parsed.base)
+        if (found === undefined) {
+          const kind = parsed.base.startsWith("agent/") ? "agent" : "skill"
+          return Effect.fail(Errors.notFound("model_not_found", `The model '${model}' does not exist: no ${kind} named ${parsed.base.slice(6)}`, { param: "model" }))
+        }
+        // allowed by its own name, or by the model it runs on
+        const granted = settings.allowedModels === undefined || settings.allowedModels.some((p) => globMatch(p, parsed.base))
+        const inner = parsed.variant !== undefined ? `${found.model}#${parsed.variant}` : found.model
+        return Effect.map(resolve(inner, granted ? { ...settings, allowedModels: undefined } : settings, options), (r) => ({ ...r, requested: model }))
+      }
+      const { base, variant } = parsed
       const targetIds = targetIdsFor(base)
       if (targetIds === undefined) {
         return Effect.fail(Errors.notFound("model_not_found", `The model '${model}' does not exist`, { param: "model" }))
@@ -163,6 +195,8 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
         const mc = first === undefined ? undefined : modelConfig(first.provider, first.model)
         entries.push({ id: alias, ownedBy: "gateway", ...(mc?.contextLimit !== undefined ? { contextLimit: mc.contextLimit } : {}) })
       }
+      for (const name of Object.keys(config.agents)) entries.push({ id: `agent/${name}`, ownedBy: "gateway" })
+      for (const name of Object.keys(config.skills)) entries.push({ id: `skill/${name}`, ownedBy: "gateway" })
       return entries.filter((e) => {
         if (settings.allowedModels === undefined) return true
         const targets = targetIdsFor(e.id) ?? []
@@ -170,7 +204,7 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
       })
     }
 
-    return Catalog.of({ resolve, list, app })
+    return Catalog.of({ resolve, list, app, system })
   }
 
   static readonly layer = (config: GatewayConfig) => Layer.sync(Catalog, () => Catalog.make(config))

@@ -85,8 +85,15 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       // built only when it happens: constructing an error validates its fields and captures a stack
       const timeout = () => Errors.timeout("timeout", `The request ran past ${config.requestTimeoutMs} ms`)
 
-      const start = (options: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> =>
+      // the system prompt that reaches the model: app policy, agent prompt or skill content
+      const withSystem = (options: RunOptions): RunOptions => {
+        const system = catalog.system(options.model, options.app, options.request.system)
+        return system === options.request.system ? options : { ...options, request: { ...options.request, system } }
+      }
+
+      const start = (given: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> =>
         Effect.gen(function* () {
+          const options = withSystem(given)
           const resolved = yield* catalog.resolve(options.model, options.app, options.resolve)
           yield* limits.modelSlot
           const remaining = options.deadline - Date.now()
@@ -118,8 +125,9 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
 
       // no Scope and no timer fiber here: the slot is held with acquireUseRelease and the provider
       // enforces the deadline itself (an AbortSignal timer on the upstream request)
-      const complete = (options: RunOptions): Effect.Effect<CompletedRun, GatewayError> =>
-        Effect.flatMap(catalog.resolve(options.model, options.app, options.resolve), (resolved) =>
+      const complete = (given: RunOptions): Effect.Effect<CompletedRun, GatewayError> => {
+        const options = withSystem(given)
+        return Effect.flatMap(catalog.resolve(options.model, options.app, options.resolve), (resolved) =>
           limits.withModelSlot(
             Effect.suspend(() => {
               if (options.deadline - Date.now() <= 0) return Effect.fail(timeout())
@@ -141,6 +149,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             })
           )
         )
+      }
 
       return ModelRunner.of({ start, complete })
     })

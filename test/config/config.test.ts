@@ -161,6 +161,8 @@ describe("decodeConfig: a full config", () => {
       dropUnsupportedParams: true,
       reasoningOutput: false,
       remoteFiles: { enabled: true, allowPrivateNetworks: false, maxBytes: 33554432, timeoutMs: 10000 },
+      agents: {},
+      skills: {},
       accessLog: true
     }
     expect(ok(decodeConfig({}, {}))).toEqual(expected)

@@ -112,7 +112,7 @@ export const messagesRoutes = Effect.gen(function* () {
       const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream: false }), { onLeft: Effect.fail, onRight: Effect.succeed })
       // the model must exist and be allowed for this app, as for a real request
       yield* catalog.resolve(wire.model, ctx.app)
-      const request = withRespondTool(decoded.request)
+      const request = withRespondTool({ ...decoded.request, system: catalog.system(wire.model, ctx.app, decoded.request.system) })
       const offered = request.toolChoice.type === "none" ? { ...request, tools: [] } : request
       return Reply.json({ input_tokens: estimateTokens(offered, messagesCalibration) })
     })
