@@ -1,0 +1,325 @@
+/**
+ * Runs the real Claude Code CLI (`@anthropic-ai/claude-code`, a Messages API client) as a child
+ * process against a gateway (or any Messages server), offline, in throw-away directories.
+ *
+ * Usage:
+ *   const gw = await startGateway({...})
+ *   const run = await runClaudeCode({ baseUrl: gw.url, apiKey: KEY, prompt: "Say hi" })
+ *   try {
+ *     expect(run.exitCode, describeClaudeCodeRun(run)).toBe(0)
+ *     expect(run.resultText).toBe("Hello from upstream")
+ *   } finally {
+ *     await run.dispose()   // removes workDir (HOME is already gone)
+ *   }
+ *   // afterEach(disposeAllClaudeCode) kills/removes anything a failed test left behind.
+ *
+ * Setup (see /work/shared/design/REAL-CLIENTS.md): `claude -p PROMPT --output-format stream-json
+ * --verbose [--model M] [--allowedTools ...]` with stdin on /dev/null, a temp HOME, cwd = a fresh
+ * work dir, env ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY, the non-essential traffic, auto-updater,
+ * telemetry and error reporting switched off, and nothing else from this process's environment.
+ * It then sends `HEAD <base>/` and `POST <base>/v1/messages?beta=true` only.
+ *
+ * Process hygiene: claude runs in its own process group (detached); on timeout, `kill()` or
+ * `dispose()` the whole group gets SIGKILL, and any process still carrying this run's marker
+ * environment variable (commands claude started that left the group) is killed too.
+ */
+import { spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+
+// ---------------------------------------------------------------------------------------------
+// Types
+// ---------------------------------------------------------------------------------------------
+
+export interface ClaudeCodeOptions {
+  /** The gateway origin (`http://127.0.0.1:PORT`); claude posts to `<baseUrl>/v1/messages`. */
+  baseUrl: string
+  prompt: string
+  /** Sent as `x-api-key` (env ANTHROPIC_API_KEY). Default "sk-claude-code-test". */
+  apiKey?: string
+  /** `--model` (an alias such as "haiku"/"sonnet"/"opus", or a full id). Default: claude's own default. */
+  model?: string
+  /** `--allowedTools` entries, e.g. ["Bash(echo:*)"]. */
+  allowedTools?: string[]
+  /** Hard limit; the process group is SIGKILLed when it is reached. Default 90 s. */
+  timeoutMs?: number
+  /** Extra `claude` arguments, inserted before `-p`. */
+  extraArgs?: string[]
+  /** Extra environment variables (added to the minimal environment). */
+  env?: Record<string, string>
+  /** Files to create in the work dir before the run: relative path -> content. */
+  files?: Record<string, string>
+  /** Also echo claude's stderr to this process's stderr as it arrives (debugging). */
+  echoStderr?: boolean
+}
+
+/** One `--output-format stream-json` line: {type:"system",subtype:"init"}, {type:"assistant",message}, {type:"user",message}, {type:"result",result,...}. */
+export type ClaudeCodeEvent = { type?: string; subtype?: string; [key: string]: unknown }
+
+export interface ClaudeCodeResult {
+  /** Exit code; null when killed by a signal. */
+  exitCode: number | null
+  signal: NodeJS.Signals | null
+  /** True when the hard timeout killed it. */
+  timedOut: boolean
+  durationMs: number
+  stdout: string
+  stderr: string
+  /** stdout lines that parse as JSON objects, in order. */
+  events: ClaudeCodeEvent[]
+  /** The last `{type:"result"}` event, if any. */
+  resultEvent: ClaudeCodeEvent | undefined
+  /** `resultEvent.result` when it is a string (the final answer). */
+  resultText: string | undefined
+  /** The cwd claude ran in; kept until `dispose()`. */
+  workDir: string
+}
+
+export interface ClaudeCodeRun extends ClaudeCodeResult {
+  /** Kill anything left and remove the work dir. Idempotent. */
+  dispose(): Promise<void>
+}
+
+export interface ClaudeCodeProcess {
+  readonly pid: number | undefined
+  readonly workDir: string
+  /** Resolves when the process has exited (never rejects; a spawn error shows up as exitCode null + stderr). */
+  readonly result: Promise<ClaudeCodeRun>
+  /** SIGKILL the process group (and marked stragglers) now. */
+  kill(): void
+  /** Kill, wait for exit, remove all temp dirs. Idempotent. */
+  dispose(): Promise<void>
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binary
+// ---------------------------------------------------------------------------------------------
+
+const require = createRequire(import.meta.url)
+
+/** The native binary the package's postinstall placed (`@anthropic-ai/claude-code/bin/claude.exe`). */
+export const claudeCodeBinary = (): string =>
+  path.join(path.dirname(require.resolve("@anthropic-ai/claude-code/package.json")), "bin", "claude.exe")
+
+export const DEFAULT_CLAUDE_CODE_KEY = "sk-claude-code-test"
+export const DEFAULT_CLAUDE_CODE_TIMEOUT_MS = 90_000
+
+// ---------------------------------------------------------------------------------------------
+// Process bookkeeping
+// ---------------------------------------------------------------------------------------------
+
+const MARKER = "LLMGW_CLAUDE_CODE_TEST_RUN"
+const live = new Set<ClaudeCodeProcess>()
+const runIds = new Set<string>()
+
+/** Pids of processes whose environment carries `MARKER=<id>` (Linux /proc; empty elsewhere). */
+const markedPids = (id: string): number[] => {
+  const needle = `${MARKER}=${id}`
+  let entries: string[]
+  try {
+    entries = fs.readdirSync("/proc")
+  } catch {
+    return []
+  }
+  const found: number[] = []
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue
+    const pid = Number(entry)
+    if (pid === process.pid) continue
+    try {
+      const environ = fs.readFileSync(`/proc/${entry}/environ`, "latin1")
+      if (environ.split("\0").includes(needle)) found.push(pid)
+    } catch {
+      // gone, or not ours
+    }
+  }
+  return found
+}
+
+const killQuietly = (pid: number): void => {
+  try {
+    process.kill(pid, "SIGKILL")
+  } catch {
+    // already gone
+  }
+}
+
+const killAll = (child: ChildProcess, id: string, group = true): void => {
+  if (group && child.pid !== undefined) killQuietly(-child.pid)
+  for (const pid of markedPids(id)) killQuietly(pid)
+}
+
+/** Dispose every claude process/run this module started and not yet disposed (for afterEach/afterAll). */
+export const disposeAllClaudeCode = async (): Promise<void> => {
+  await Promise.all([...live].map((p) => p.dispose()))
+}
+
+/** Any process of any run still alive? (Linux; for asserting hygiene in tests.) */
+export const liveClaudeCodePids = (): number[] => [...runIds].flatMap((id) => markedPids(id))
+
+// ---------------------------------------------------------------------------------------------
+// Running
+// ---------------------------------------------------------------------------------------------
+
+const parseEvents = (stdout: string): ClaudeCodeEvent[] => {
+  const events: ClaudeCodeEvent[] = []
+  for (const line of stdout.split("\n")) {
+    const trimmed = line.trim()
+    if (!trimmed.startsWith("{")) continue
+    try {
+      const value: unknown = JSON.parse(trimmed)
+      if (value !== null && typeof value === "object" && !Array.isArray(value)) events.push(value as ClaudeCodeEvent)
+    } catch {
+      // not an event line
+    }
+  }
+  return events
+}
+
+/** Start claude and return at once (to kill it mid-run, or to run several at a time). */
+export const startClaudeCode = (options: ClaudeCodeOptions): ClaudeCodeProcess => {
+  const id = randomUUID()
+  runIds.add(id)
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "claude-code-test-"))
+  const home = path.join(root, "home")
+  const tmp = path.join(root, "tmp")
+  for (const dir of [home, tmp]) fs.mkdirSync(dir, { recursive: true })
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "claude-code-work-"))
+  for (const [rel, content] of Object.entries(options.files ?? {})) {
+    const file = path.join(workDir, rel)
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    fs.writeFileSync(file, content)
+  }
+
+  const env: Record<string, string> = {
+    PATH: [path.dirname(process.execPath), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].join(":"),
+    HOME: home,
+    TMPDIR: tmp,
+    SHELL: "/bin/bash",
+    LANG: "C.UTF-8",
+    LC_ALL: "C.UTF-8",
+    TERM: "dumb",
+    NO_COLOR: "1",
+    NO_PROXY: "*",
+    no_proxy: "*",
+    ANTHROPIC_BASE_URL: options.baseUrl.replace(/\/+$/, ""),
+    ANTHROPIC_API_KEY: options.apiKey ?? DEFAULT_CLAUDE_CODE_KEY,
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+    DISABLE_AUTOUPDATER: "1",
+    DISABLE_TELEMETRY: "1",
+    DISABLE_ERROR_REPORTING: "1",
+    [MARKER]: id,
+    ...options.env
+  }
+
+  const args = [
+    ...(options.extraArgs ?? []),
+    "-p",
+    options.prompt,
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    ...(options.model !== undefined ? ["--model", options.model] : []),
+    ...(options.allowedTools !== undefined && options.allowedTools.length > 0 ? ["--allowedTools", ...options.allowedTools] : [])
+  ]
+
+  const started = Date.now()
+  const child = spawn(claudeCodeBinary(), args, { cwd: workDir, env, stdio: ["ignore", "pipe", "pipe"], detached: true })
+  let stdout = ""
+  let stderr = ""
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr += chunk
+    if (options.echoStderr === true) process.stderr.write(chunk)
+  })
+
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    killAll(child, id)
+  }, options.timeoutMs ?? DEFAULT_CLAUDE_CODE_TIMEOUT_MS)
+
+  let homeRemoved = false
+  const removeHome = (): void => {
+    if (homeRemoved) return
+    homeRemoved = true
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+  let disposed: Promise<void> | undefined
+  let hasExited = false
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    let done = false
+    const finish = (code: number | null, signal: NodeJS.Signals | null): void => {
+      if (done) return
+      done = true
+      // claude has exited: nothing of this run (bash tool commands, shell snapshots) should outlive it.
+      killAll(child, id)
+      hasExited = true
+      resolve({ code, signal })
+    }
+    child.on("error", (err) => {
+      stderr += `\n[ClaudeCode.ts] spawn error: ${String(err)}\n`
+      finish(null, null)
+    })
+    // "close" (not "exit"): stdout/stderr are fully read by then.
+    child.on("close", (code, signal) => finish(code, signal))
+  })
+
+  const handle: ClaudeCodeProcess = {
+    pid: child.pid,
+    workDir,
+    kill: () => killAll(child, id, !hasExited),
+    dispose: () => {
+      disposed ??= (async () => {
+        killAll(child, id, !hasExited)
+        await exited
+        clearTimeout(timer)
+        killAll(child, id, false)
+        removeHome()
+        fs.rmSync(workDir, { recursive: true, force: true })
+        live.delete(handle)
+        runIds.delete(id)
+      })()
+      return disposed
+    },
+    result: exited.then(({ code, signal }) => {
+      clearTimeout(timer)
+      removeHome()
+      const events = parseEvents(stdout)
+      const results = events.filter((e) => e.type === "result")
+      const resultEvent = results[results.length - 1]
+      const result: ClaudeCodeRun = {
+        exitCode: code,
+        signal,
+        timedOut,
+        durationMs: Date.now() - started,
+        stdout,
+        stderr,
+        events,
+        resultEvent,
+        resultText: typeof resultEvent?.result === "string" ? resultEvent.result : undefined,
+        workDir,
+        dispose: () => handle.dispose()
+      }
+      return result
+    })
+  }
+  live.add(handle)
+  return handle
+}
+
+/** Run claude to completion (or the hard timeout). The work dir is kept until `dispose()`. */
+export const runClaudeCode = (options: ClaudeCodeOptions): Promise<ClaudeCodeRun> => startClaudeCode(options).result
+
+// ---------------------------------------------------------------------------------------------
+// Reading the result
+// ---------------------------------------------------------------------------------------------
+
+/** A one-paragraph description of a run for assertion messages. */
+export const describeClaudeCodeRun = (run: ClaudeCodeResult): string =>
+  `claude exit=${run.exitCode} signal=${run.signal} timedOut=${run.timedOut} ${run.durationMs}ms\n` +
+  `--- stdout ---\n${run.stdout.slice(-4000)}\n--- stderr ---\n${run.stderr.slice(-4000)}`
