@@ -138,6 +138,12 @@ describe("Messages API through the @anthropic-ai/sdk", () => {
     expect(response.headers.get("x-gateway-thinking")).toBe("unavailable")
   })
 
+  it("rewrites placeholder tool ids in returned thinking to tool names", async () => {
+    upstream.onRequest(() => chatJson({ content: "done", reasoning: "I will use functions.get_weather:0 now" }))
+    const thought = await client.messages.create({ model: "claude-thinker", max_tokens: 20000, thinking: { type: "enabled", budget_tokens: 2000 }, messages: [{ role: "user", content: "x" }] })
+    expect(thought.content[0]).toMatchObject({ type: "thinking", thinking: "I will use get_weather now" })
+  })
+
   it("answers structured output as one JSON text block", async () => {
     upstream.onRequest(() => chatJson({ toolCalls: [{ id: "c", name: "respond", arguments: '{"answer":42}' }] }))
     const res = await fetch(`${gateway.url}/v1/messages`, {

@@ -158,3 +158,13 @@ describe("prompt caching on decoded Messages requests", () => {
     expect(question.type === "text" ? question.cache : undefined).toEqual({ ttl: "5m" })
   })
 })
+
+describe("placeholder tool ids in reasoning", () => {
+  it("rewrites functions.<name>:<n> placeholders and known call ids to tool names", async () => {
+    const { makePlaceholderRewriter } = await import("../../src/protocols/messages/Placeholders.js")
+    const rewrite = makePlaceholderRewriter(new Map([["toolu_abc123", "Bash"]]))
+    expect(rewrite("I will call functions.get_weather:0 then functions.Bash:12.")).toBe("I will call get_weather then Bash.")
+    expect(rewrite("the result of toolu_abc123 shows files")).toBe("the result of Bash shows files")
+    expect(rewrite("nothing to change here")).toBe("nothing to change here")
+  })
+})

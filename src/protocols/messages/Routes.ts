@@ -1,6 +1,6 @@
 import { Effect, Either, Stream } from "effect"
 import { Settings } from "../../Config.js"
-import { foldEvents, type ModelEvent } from "../../domain/Canonical.js"
+import { foldEvents, type CanonicalRequest, type ModelEvent } from "../../domain/Canonical.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { writeStream } from "../../http/Writer.js"
@@ -12,9 +12,21 @@ import { holdStructured } from "../HeldBack.js"
 import { makeStopFilter } from "../StopSequences.js"
 import { decodeMessages, type DecodedMessages } from "./Decode.js"
 import { errorEvent, makeMessageEncoder, messageBody, newMessageId } from "./Encode.js"
+import { makePlaceholderRewriter } from "./Placeholders.js"
 import { CountTokensRequest, MessagesRequest } from "./Schema.js"
 
 const decodeRequest = decodeBody(MessagesRequest)
+
+/** Tool-call ids of the conversation, with their tool names. */
+const knownCallIds = (request: CanonicalRequest): ReadonlyMap<string, string> => {
+  const ids = new Map<string, string>()
+  for (const message of request.messages) for (const part of message.parts) if (part.type === "tool_call") ids.set(part.id, part.name)
+  return ids
+}
+
+/** Reasoning deltas with placeholder tool ids rewritten to tool names. */
+const rewriteReasoning = (rewrite: (text: string) => string) => (event: ModelEvent): ModelEvent =>
+  event._tag === "ReasoningDelta" && event.text !== "" ? { ...event, text: rewrite(event.text) } : event
 const decodeCount = decodeBody(CountTokensRequest)
 
 /** Keeps only the first tool call (`disable_parallel_tool_use`). */
@@ -57,7 +69,11 @@ export const messagesRoutes = Effect.gen(function* () {
         const done = yield* runner.complete(runOptions)
         const stops = makeStopFilter(decoded.stopSequences)
         const limit = firstCallOnly()
-        const events = done.events.flatMap((e) => (decoded.request.parallelToolCalls ? [e] : limit(e))).flatMap(stops.event)
+        const rewrite = rewriteReasoning(makePlaceholderRewriter(knownCallIds(decoded.request)))
+        const events = done.events
+          .map(rewrite)
+          .flatMap((e) => (decoded.request.parallelToolCalls ? [e] : limit(e)))
+          .flatMap(stops.event)
         let answer = foldEvents(events)
         const headers = runHeaders(decoded, done)
         if (decoded.request.structured !== undefined) {
@@ -86,6 +102,7 @@ export const messagesRoutes = Effect.gen(function* () {
           const body = Stream.make(encoder.start()).pipe(
             Stream.concat(
               started.events.pipe(
+                Stream.map(rewriteReasoning(makePlaceholderRewriter(knownCallIds(decoded.request)))),
                 Stream.mapConcat((e) => (decoded.request.parallelToolCalls ? [e] : limit(e))),
                 Stream.mapConcat(stops.event),
                 Stream.map(encoder.event)
