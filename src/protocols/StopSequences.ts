@@ -11,49 +11,75 @@ import type { ModelEvent } from "../domain/Canonical.js"
 export interface TextMatcher {
   /** text that can be released now, and the sequence when this piece completed a match */
   readonly push: (text: string) => { readonly emit: string; readonly matched?: string }
-  /** text held back at the end (a partial match that never completed) */
-  readonly flush: () => string
+  /** at the end: the text held back, cut at a match that was waiting on a longer sequence */
+  readonly flush: () => { readonly emit: string; readonly matched?: string }
 }
 
 export const makeTextMatcher = (stops: ReadonlyArray<string>): TextMatcher => {
   const sequences = stops.filter((s) => s.length > 0)
+  const longest = sequences.reduce((n, s) => Math.max(n, s.length), 0)
   let pending = ""
   let done = false
+
+  /** The earliest complete match (the first listed sequence wins a tie). */
+  const earliest = (buffer: string): { readonly at: number; readonly which: string } => {
+    let at = -1
+    let which = ""
+    for (const s of sequences) {
+      const i = buffer.indexOf(s)
+      if (i >= 0 && (at < 0 || i < at)) {
+        at = i
+        which = s
+      }
+    }
+    return { at, which }
+  }
+
+  /**
+   * Whether a sequence that would win over `match` may still complete: one starting earlier whose
+   * start runs to the end of the buffer, or one starting at the same place and listed before it.
+   */
+  const mayStillWin = (buffer: string, match: { readonly at: number; readonly which: string }): boolean => {
+    const rank = sequences.indexOf(match.which)
+    for (let i = Math.max(0, buffer.length - longest + 1); i < buffer.length && i <= match.at; i++) {
+      const tail = buffer.slice(i)
+      if (sequences.some((s, k) => s.length > tail.length && s.startsWith(tail) && (i < match.at || k < rank))) return true
+    }
+    return false
+  }
+
+  /** The earliest position from which the rest of the buffer is a proper prefix of a sequence. */
+  const partialFrom = (buffer: string): number => {
+    for (let i = Math.max(0, buffer.length - longest + 1); i < buffer.length; i++) {
+      const tail = buffer.slice(i)
+      if (sequences.some((s) => s.length > tail.length && s.startsWith(tail))) return i
+    }
+    return -1
+  }
+
   return {
     push: (text) => {
       if (done) return { emit: "" }
       const buffer = pending + text
-      let at = -1
-      let which = ""
-      for (const s of sequences) {
-        const i = buffer.indexOf(s)
-        if (i >= 0 && (at < 0 || i < at)) {
-          at = i
-          which = s
-        }
-      }
-      if (at >= 0) {
+      const match = earliest(buffer)
+      if (match.at >= 0 && !mayStillWin(buffer, match)) {
         done = true
         pending = ""
-        return { emit: buffer.slice(0, at), matched: which }
+        return { emit: buffer.slice(0, match.at), matched: match.which }
       }
-      // hold back the longest tail that could still start a sequence
-      let hold = 0
-      for (const s of sequences) {
-        for (let n = Math.min(s.length - 1, buffer.length); n > hold; n--) {
-          if (buffer.endsWith(s.slice(0, n))) {
-            hold = n
-            break
-          }
-        }
-      }
-      pending = buffer.slice(buffer.length - hold)
-      return { emit: buffer.slice(0, buffer.length - hold) }
+      // no decision yet: release only the text before anything that may still start a match
+      const partial = partialFrom(buffer)
+      const hold = match.at >= 0 ? Math.min(match.at, partial >= 0 ? partial : match.at) : partial >= 0 ? partial : buffer.length
+      pending = buffer.slice(hold)
+      return { emit: buffer.slice(0, hold) }
     },
     flush: () => {
-      const rest = done ? "" : pending
+      if (done) return { emit: "" }
+      done = true
+      const rest = pending
       pending = ""
-      return rest
+      const match = earliest(rest)
+      return match.at >= 0 ? { emit: rest.slice(0, match.at), matched: match.which } : { emit: rest }
     }
   }
 }
@@ -83,10 +109,11 @@ export const makeStopFilter = (stops: ReadonlyArray<string>): StopFilter => {
           called = true
           return [event]
         case "Finish": {
-          const rest = matcher.flush()
+          const rest = matched === undefined ? matcher.flush() : { emit: "" }
+          if (rest.matched !== undefined) matched = rest.matched
           const finish: ModelEvent =
             matched !== undefined ? { _tag: "Finish", reason: called ? "tool_calls" : "stop" } : event
-          return rest === "" ? [finish] : [{ _tag: "TextDelta", text: rest }, finish]
+          return rest.emit === "" ? [finish] : [{ _tag: "TextDelta", text: rest.emit }, finish]
         }
         default:
           return [event]

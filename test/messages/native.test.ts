@@ -79,6 +79,40 @@ describe("Messages API on the native anthropic provider", () => {
     expect(result).toMatchObject({ type: "tool_result", tool_use_id: "toolu_up_1" })
   })
 
+  it("returns redacted thinking as one block, streamed and not, and replays it", async () => {
+    const blocks = [
+      { type: "redacted_thinking" as const, data: "opaque-data" },
+      { type: "text" as const, text: "answer" }
+    ]
+    upstream.onRequest((req) => ((req.body as { stream?: boolean }).stream ? messageSse({ blocks }) : messageJson({ blocks })))
+    const params = { model: "claude-x", max_tokens: 4000, thinking: { type: "enabled" as const, budget_tokens: 2000 }, messages: [{ role: "user" as const, content: "q" }] }
+    const plain = await client.messages.create(params)
+    expect(plain.content).toEqual([{ type: "redacted_thinking", data: "opaque-data" }, { type: "text", text: "answer" }])
+    const streamed = await client.messages.stream(params).finalMessage()
+    expect(streamed.content).toEqual([{ type: "redacted_thinking", data: "opaque-data" }, { type: "text", text: "answer" }])
+    await client.messages.create({ ...params, messages: [{ role: "user", content: "q" }, { role: "assistant", content: plain.content }, { role: "user", content: "more" }] })
+    expect((last().body as NativeBody).messages[1].content[0]).toEqual({ type: "redacted_thinking", data: "opaque-data" })
+  })
+
+  it("sends cache breakpoints to the native upstream: the caller's and the gateway's own", async () => {
+    upstream.onRequest(() => messageJson({ blocks: [{ type: "text", text: "ok" }] }))
+    await client.messages.create({
+      model: "claude-x",
+      max_tokens: 100,
+      system: [{ type: "text", text: "long instructions", cache_control: { type: "ephemeral" } }],
+      messages: [{ role: "user", content: "hello" }]
+    })
+    const body = last().body as { system: ReadonlyArray<Record<string, unknown>>; messages: NativeBody["messages"] }
+    expect(body.system[0].cache_control).toEqual({ type: "ephemeral" })
+    // the gateway's tail breakpoint on the last text of the last message
+    expect(body.messages[0].content[0].cache_control).toEqual({ type: "ephemeral" })
+  })
+
+  it("lists models in the Messages shape", async () => {
+    const page = await client.models.list()
+    expect(page.data.map((m) => m.id)).toContain("ant/claude-x")
+  })
+
   it("counts tokens with the refusals of a real request", async () => {
     const counted = await client.messages.countTokens({ model: "claude-x", system: "You are terse.", messages: [{ role: "user", content: "Hello there, how are you today?" }] })
     expect(counted.input_tokens).toBeGreaterThan(5)

@@ -115,6 +115,36 @@ describe("Messages API through the @anthropic-ai/sdk", () => {
     expect(tool).toMatchObject({ tool_call_id: id, content: "sunny, 25C" })
   })
 
+  it("passes images in tool results as user media after the results", async () => {
+    upstream.onRequest(() => chatJson({ content: "I see a pixel" }))
+    const pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    await client.messages.create({
+      model: "claude-a",
+      max_tokens: 50,
+      tools: [{ name: "shot", input_schema: { type: "object" as const } }],
+      messages: [
+        { role: "user", content: "take a screenshot" },
+        { role: "assistant", content: [{ type: "tool_use", id: "toolu_s1", name: "shot", input: {} }] },
+        {
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: "toolu_s1", content: [{ type: "text", text: "here" }, { type: "image", source: { type: "base64", media_type: "image/png", data: pixel } }] }]
+        }
+      ]
+    })
+    const messages = last().messages
+    const toolAt = messages.findIndex((m) => m.role === "tool")
+    expect(messages[toolAt]).toMatchObject({ tool_call_id: "toolu_s1", content: "here" })
+    expect(JSON.stringify(messages[toolAt + 1])).toContain(`data:image/png;base64,${pixel}`)
+    expect(messages[toolAt + 1].role).toBe("user")
+  })
+
+  it("counts tokens and lists models through this setup too", async () => {
+    const counted = await client.messages.countTokens({ model: "claude-a", messages: [{ role: "user", content: "Hello there" }] })
+    expect(counted.input_tokens).toBeGreaterThan(0)
+    const models = await client.models.list()
+    expect(Array.isArray(models.data)).toBe(true)
+  })
+
   it("matches stop sequences itself across chunk boundaries, stream and not", async () => {
     upstream.onRequest((req) => ((req.body as { stream?: boolean }).stream ? chatSse({ content: "one two STOP three", split: 3 }) : chatJson({ content: "one two STOP three" })))
     const plain = await client.messages.create({ model: "claude-a", max_tokens: 50, stop_sequences: ["STOP"], messages: [{ role: "user", content: "count" }] })

@@ -52,14 +52,38 @@ describe("stop sequences", () => {
               break
             }
           }
-          if (matched === undefined) out += matcher.flush()
+          if (matched === undefined) {
+            const rest = matcher.flush()
+            out += rest.emit
+            matched = rest.matched
+          }
           const expected = reference(text, stops)
           expect(out).toBe(expected.text)
           expect(matched).toBe(expected.matched)
         }
       ),
-      { numRuns: 500 }
+      { numRuns: 3000 }
     )
+  })
+
+  it("waits while a sequence that would win may still complete (found by the property above)", () => {
+    const run = (stops: ReadonlyArray<string>, pieces: ReadonlyArray<string>) => {
+      const m = makeTextMatcher(stops)
+      let out = ""
+      for (const piece of pieces) {
+        const r = m.push(piece)
+        out += r.emit
+        if (r.matched !== undefined) return { out, matched: r.matched }
+      }
+      const rest = m.flush()
+      return { out: out + rest.emit, matched: rest.matched }
+    }
+    // a longer sequence starting earlier beats a shorter one found first
+    expect(run(["😀", "P😀😀"], ["P😀", "😀"])).toEqual({ out: "", matched: "P😀😀" })
+    // at the same start, the first listed sequence wins
+    expect(run(["PO", "P"], ["P", "O"])).toEqual({ out: "", matched: "PO" })
+    // and when it never completes, the shorter one still ends the answer
+    expect(run(["PO", "P"], ["P", "x"])).toEqual({ out: "", matched: "P" })
   })
 
   it("never matches reasoning; a tool call before the match makes a tool turn with no stop sequence", () => {
