@@ -2,39 +2,15 @@ import { Effect, Redacted, Stream } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
-import { HttpUpstream, type TransportFailure, type UpstreamResponse } from "../../services/HttpUpstream.js"
+import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
 import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
-import { statusError } from "../openai/OpenAiProvider.js"
 import { decodeSse } from "../Sse.js"
+import { parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
 import { buildMessagesRequest } from "./Request.js"
 import { eventsOfMessage, finishStream, initialStreamState, readStreamEvent, readWireError } from "./Response.js"
 
 /** The Messages API version header sent upstream. */
 export const anthropicVersion = "2023-06-01"
-
-const retryAfterOf = (response: UpstreamResponse): number | undefined => {
-  const value = response.headers["retry-after"]
-  if (typeof value !== "string") return undefined
-  const seconds = Number(value)
-  if (Number.isFinite(seconds) && seconds >= 0) return Math.ceil(seconds)
-  const date = Date.parse(value)
-  return Number.isNaN(date) ? undefined : Math.max(0, Math.ceil((date - Date.now()) / 1000))
-}
-
-const transportError = (provider: string) => (failure: TransportFailure) =>
-  new UpstreamError({
-    provider,
-    reason: failure === "timeout" ? "timeout" : "connection",
-    message: failure === "timeout" ? "no answer in time" : failure === "body" ? "the connection broke during the answer" : "the provider could not be reached"
-  })
-
-const parseJson = (text: string): unknown => {
-  try {
-    return JSON.parse(text) as unknown
-  } catch {
-    return undefined
-  }
-}
 
 /** `{baseUrl}/v1/messages`, without doubling a `/v1` the base URL already ends in. */
 export const messagesUrl = (baseUrl: string): string => {

@@ -1,0 +1,45 @@
+import { UpstreamError } from "../domain/Errors.js"
+import type { TransportFailure, UpstreamResponse } from "../services/HttpUpstream.js"
+
+/** What every HTTP provider reads the same way: retry hints, statuses, transport failures, JSON. */
+
+export const overloadText = /overload/i
+
+/** `Retry-After` in seconds (a number of seconds or an HTTP date). */
+export const retryAfterOf = (response: UpstreamResponse): number | undefined => {
+  const value = response.headers["retry-after"]
+  if (typeof value !== "string") return undefined
+  const seconds = Number(value)
+  if (Number.isFinite(seconds) && seconds >= 0) return Math.ceil(seconds)
+  const date = Date.parse(value)
+  return Number.isNaN(date) ? undefined : Math.max(0, Math.ceil((date - Date.now()) / 1000))
+}
+
+/** Map an upstream HTTP status (and its body text, read only to spot overload) to a typed error. */
+export const statusError = (provider: string, status: number, bodyText: string, retryAfter: number | undefined): UpstreamError => {
+  const base = { provider, upstreamStatus: status, ...(retryAfter !== undefined ? { retryAfter } : {}) }
+  if (status === 429) return new UpstreamError({ ...base, reason: overloadText.test(bodyText) ? "overloaded" : "rate_limited", message: "rate limited" })
+  if (status === 529 || (status >= 500 && overloadText.test(bodyText))) return new UpstreamError({ ...base, reason: "overloaded", message: "overloaded" })
+  if (status === 503) return new UpstreamError({ ...base, reason: "unavailable", message: "unavailable" })
+  if (status === 408 || status === 504) return new UpstreamError({ ...base, reason: "timeout", message: "timeout" })
+  if (status >= 500) return new UpstreamError({ ...base, reason: "server_error", message: "server error" })
+  if (status === 401 || status === 403) return new UpstreamError({ ...base, reason: "auth", message: "credentials refused" })
+  return new UpstreamError({ ...base, reason: "bad_request", message: "request refused" })
+}
+
+/** A failure before an HTTP answer could be read; the message is the gateway's own. */
+export const transportError = (provider: string) => (failure: TransportFailure) =>
+  new UpstreamError({
+    provider,
+    reason: failure === "timeout" ? "timeout" : "connection",
+    message: failure === "timeout" ? "no answer in time" : failure === "body" ? "the connection broke during the answer" : "the provider could not be reached"
+  })
+
+/** JSON text as a value, or undefined when it is not JSON. */
+export const parseJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return undefined
+  }
+}
