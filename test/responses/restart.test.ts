@@ -2,36 +2,16 @@
  * Stored responses survive a restart (two gateways built one after the other on the same dataDir);
  * the item_reference memory does not (spec 3, 4.1, 8: "process only").
  */
-import { Context, Effect, Exit, Layer, Scope } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { gatewayLayer } from "../../src/App.js"
-import { GatewayServer } from "../../src/http/Server.js"
 import { chatJson, startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
-import { configOf, type TestGateway } from "../support/Gateway.js"
+import { startGateway, type TestGateway } from "../support/Gateway.js"
 import { clientFor, expectRefusal, gatewayDocument, jsonOf, messagesOf, post, rawRequest, records, type Json } from "./helpers.js"
 
 /** A gateway on a dataDir the test owns: closing it leaves the directory in place. */
-const buildGateway = async (document: Json, dataDir: string): Promise<TestGateway> => {
-  const config = configOf({ accessLog: false, ...document, listen: { host: "127.0.0.1", port: 0 }, dataDir })
-  const scope = Effect.runSync(Scope.make())
-  const context = await Effect.runPromise(Layer.buildWithScope(gatewayLayer(config, { shutdownGraceMs: 500 }), scope))
-  const address = Context.get(context, GatewayServer)
-  let closed = false
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    port: address.port,
-    config,
-    dataDir,
-    close: async () => {
-      if (closed) return
-      closed = true
-      await Effect.runPromise(Scope.close(scope, Exit.void))
-    }
-  }
-}
+const buildGateway = (document: Json, dataDir: string): Promise<TestGateway> => startGateway(document, { dataDir })
 
 let upstream: FakeUpstream
 let dataDir: string

@@ -30,6 +30,7 @@ import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
+import { killRun, markedPids as markedPidsOf, parseJsonLines, seedFiles } from "./CliProcess.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -116,42 +117,8 @@ const MARKER = "LLMGW_CLAUDE_CODE_TEST_RUN"
 const live = new Set<ClaudeCodeProcess>()
 const runIds = new Set<string>()
 
-/** Pids of processes whose environment carries `MARKER=<id>` (Linux /proc; empty elsewhere). */
-const markedPids = (id: string): number[] => {
-  const needle = `${MARKER}=${id}`
-  let entries: string[]
-  try {
-    entries = fs.readdirSync("/proc")
-  } catch {
-    return []
-  }
-  const found: number[] = []
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue
-    const pid = Number(entry)
-    if (pid === process.pid) continue
-    try {
-      const environ = fs.readFileSync(`/proc/${entry}/environ`, "latin1")
-      if (environ.split("\0").includes(needle)) found.push(pid)
-    } catch {
-      // gone, or not ours
-    }
-  }
-  return found
-}
-
-const killQuietly = (pid: number): void => {
-  try {
-    process.kill(pid, "SIGKILL")
-  } catch {
-    // already gone
-  }
-}
-
-const killAll = (child: ChildProcess, id: string, group = true): void => {
-  if (group && child.pid !== undefined) killQuietly(-child.pid)
-  for (const pid of markedPids(id)) killQuietly(pid)
-}
+const markedPids = (id: string): number[] => markedPidsOf(MARKER, id)
+const killAll = (child: ChildProcess, id: string, group = true): void => killRun(child, MARKER, id, group)
 
 /** Dispose every claude process/run this module started and not yet disposed (for afterEach/afterAll). */
 export const disposeAllClaudeCode = async (): Promise<void> => {
@@ -165,20 +132,7 @@ export const liveClaudeCodePids = (): number[] => [...runIds].flatMap((id) => ma
 // Running
 // ---------------------------------------------------------------------------------------------
 
-const parseEvents = (stdout: string): ClaudeCodeEvent[] => {
-  const events: ClaudeCodeEvent[] = []
-  for (const line of stdout.split("\n")) {
-    const trimmed = line.trim()
-    if (!trimmed.startsWith("{")) continue
-    try {
-      const value: unknown = JSON.parse(trimmed)
-      if (value !== null && typeof value === "object" && !Array.isArray(value)) events.push(value as ClaudeCodeEvent)
-    } catch {
-      // not an event line
-    }
-  }
-  return events
-}
+const parseEvents = (stdout: string): ClaudeCodeEvent[] => parseJsonLines<ClaudeCodeEvent>(stdout)
 
 /** Start claude and return at once (to kill it mid-run, or to run several at a time). */
 export const startClaudeCode = (options: ClaudeCodeOptions): ClaudeCodeProcess => {
@@ -189,11 +143,7 @@ export const startClaudeCode = (options: ClaudeCodeOptions): ClaudeCodeProcess =
   const tmp = path.join(root, "tmp")
   for (const dir of [home, tmp]) fs.mkdirSync(dir, { recursive: true })
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "claude-code-work-"))
-  for (const [rel, content] of Object.entries(options.files ?? {})) {
-    const file = path.join(workDir, rel)
-    fs.mkdirSync(path.dirname(file), { recursive: true })
-    fs.writeFileSync(file, content)
-  }
+  seedFiles(workDir, options.files)
 
   const env: Record<string, string> = {
     PATH: [path.dirname(process.execPath), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].join(":"),

@@ -32,6 +32,7 @@ import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
+import { killRun, markedPids as markedPidsOf, parseJsonLines, seedFiles } from "./CliProcess.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -174,46 +175,8 @@ const MARKER = "LLMGW_CODEX_TEST_RUN"
 const live = new Set<CodexProcess>()
 const runIds = new Set<string>()
 
-/** Pids of processes whose environment carries `MARKER=<id>` (Linux /proc; empty elsewhere). */
-const markedPids = (id: string): number[] => {
-  const needle = `${MARKER}=${id}`
-  let entries: string[]
-  try {
-    entries = fs.readdirSync("/proc")
-  } catch {
-    return []
-  }
-  const found: number[] = []
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue
-    const pid = Number(entry)
-    if (pid === process.pid) continue
-    try {
-      const environ = fs.readFileSync(`/proc/${entry}/environ`, "latin1")
-      if (environ.split("\0").includes(needle)) found.push(pid)
-    } catch {
-      // gone, or not ours
-    }
-  }
-  return found
-}
-
-const killQuietly = (pid: number): void => {
-  try {
-    process.kill(pid, "SIGKILL")
-  } catch {
-    // already gone
-  }
-}
-
-/**
- * SIGKILL the run's process group (detached => pgid = codex's pid) and every process carrying the
- * run's marker. `group: false` once codex has long exited (its pgid could in theory be reused).
- */
-const killAll = (child: ChildProcess, id: string, group = true): void => {
-  if (group && child.pid !== undefined) killQuietly(-child.pid)
-  for (const pid of markedPids(id)) killQuietly(pid)
-}
+const markedPids = (id: string): number[] => markedPidsOf(MARKER, id)
+const killAll = (child: ChildProcess, id: string, group = true): void => killRun(child, MARKER, id, group)
 
 /** Dispose every codex process/run this module started and not yet disposed (for afterEach/afterAll). */
 export const disposeAllCodex = async (): Promise<void> => {
@@ -227,20 +190,7 @@ export const liveCodexPids = (): number[] => [...runIds].flatMap((id) => markedP
 // Running
 // ---------------------------------------------------------------------------------------------
 
-const parseEvents = (stdout: string): CodexEvent[] => {
-  const events: CodexEvent[] = []
-  for (const line of stdout.split("\n")) {
-    const trimmed = line.trim()
-    if (!trimmed.startsWith("{")) continue
-    try {
-      const value: unknown = JSON.parse(trimmed)
-      if (value !== null && typeof value === "object" && !Array.isArray(value)) events.push(value as CodexEvent)
-    } catch {
-      // not an event line
-    }
-  }
-  return events
-}
+const parseEvents = (stdout: string): CodexEvent[] => parseJsonLines<CodexEvent>(stdout)
 
 /** Start codex and return at once (to kill it mid-run, or to run several at a time). */
 export const startCodex = (options: CodexOptions): CodexProcess => {
@@ -252,11 +202,7 @@ export const startCodex = (options: CodexOptions): CodexProcess => {
   const tmp = path.join(root, "tmp")
   for (const dir of [home, codexHome, tmp]) fs.mkdirSync(dir, { recursive: true })
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "codex-work-"))
-  for (const [rel, content] of Object.entries(options.files ?? {})) {
-    const file = path.join(workDir, rel)
-    fs.mkdirSync(path.dirname(file), { recursive: true })
-    fs.writeFileSync(file, content)
-  }
+  seedFiles(workDir, options.files)
   fs.writeFileSync(
     path.join(codexHome, "config.toml"),
     codexConfigToml({

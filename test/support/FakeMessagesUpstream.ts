@@ -10,9 +10,8 @@
  *   expect(up.requests[0].body).toMatchObject({ model: "claude-x" })
  *   await up.close()
  */
-import { createServer } from "node:http"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import type { AddressInfo, Socket } from "node:net"
+import { makeFakeServer, readBody } from "./FakeServer.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -302,61 +301,12 @@ function encodeSse(item: SseEvent): string {
   return `event: ${item.event}\ndata: ${JSON.stringify(item.data)}\n\n`
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve) => {
-    const parts: Buffer[] = []
-    let settled = false
-    const finish = () => {
-      if (settled) return
-      settled = true
-      resolve(Buffer.concat(parts).toString("utf8"))
-    }
-    req.on("data", (d: Buffer) => parts.push(d))
-    req.on("end", finish)
-    req.on("error", finish)
-    req.on("close", finish)
-  })
-}
-
 export function startFakeMessagesUpstream(): Promise<FakeMessagesUpstream> {
-  const sockets = new Set<Socket>()
-  const timers = new Set<() => void>()
+  const kit = makeFakeServer()
+  const { sleep, gone, write, destroy } = kit
   const requests: RecordedRequest[] = []
   let queue: Scripted[] = []
   let handler: Handler = defaultHandler
-  let closed = false
-  let closing: Promise<void> | undefined
-
-  const sleep = (ms: number, res: ServerResponse): Promise<void> =>
-    new Promise((resolve) => {
-      if (closed || res.destroyed) return resolve()
-      const done = () => {
-        clearTimeout(timer)
-        timers.delete(done)
-        res.off("close", done)
-        resolve()
-      }
-      const timer = setTimeout(done, Math.max(0, ms))
-      timers.add(done)
-      res.once("close", done)
-    })
-
-  const gone = (res: ServerResponse): boolean => closed || res.destroyed || res.socket === null || res.socket.destroyed
-
-  const write = (res: ServerResponse, data: string): Promise<void> =>
-    new Promise((resolve) => {
-      if (gone(res)) return resolve()
-      try {
-        res.write(data, () => resolve())
-      } catch {
-        resolve()
-      }
-    })
-
-  const destroy = (req: IncomingMessage, res: ServerResponse) => {
-    ;(res.socket ?? req.socket)?.destroy()
-    res.destroy()
-  }
 
   const writeSseHead = (res: ServerResponse, status: number, headers: Record<string, string> | undefined) => {
     res.statusCode = status
@@ -445,49 +395,18 @@ export function startFakeMessagesUpstream(): Promise<FakeMessagesUpstream> {
     await respond(req, res, reply)
   }
 
-  const server = createServer({ keepAlive: true }, (req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch(() => destroy(req, res))
-  })
-  server.keepAliveTimeout = 5_000
-  server.on("connection", (socket: Socket) => {
-    if (closed) return void socket.destroy()
-    sockets.add(socket)
-    socket.on("close", () => sockets.delete(socket))
-    socket.on("error", () => {})
-  })
-  server.on("error", () => {})
-
-  const close = (): Promise<void> => {
-    if (closing) return closing
-    closed = true
-    closing = new Promise<void>((resolve) => {
-      for (const cancel of [...timers]) cancel()
-      timers.clear()
-      const serverClosed = new Promise<void>((r) => server.close(() => r()))
-      server.closeAllConnections()
-      for (const s of sockets) s.destroy()
-      const safety = setTimeout(resolve, 1_000)
-      safety.unref()
-      void serverClosed.then(() => {
-        clearTimeout(safety)
-        resolve()
-      })
-    })
-    return closing
   }
 
-  return new Promise<FakeMessagesUpstream>((resolve, reject) => {
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      server.off("error", reject)
-      const { port } = server.address() as AddressInfo
+  return kit.listen(onRequest).then((port): FakeMessagesUpstream => {
       const origin = `http://127.0.0.1:${port}`
-      resolve({
+      return {
         origin,
         url: `${origin}/v1`,
         port,
         requests,
-        openConnections: () => sockets.size,
+        openConnections: kit.openConnections,
         script: (...replies) => void queue.push(...replies),
         pending: () => queue.length,
         onRequest: (h) => {
@@ -498,8 +417,7 @@ export function startFakeMessagesUpstream(): Promise<FakeMessagesUpstream> {
           queue = []
           handler = defaultHandler
         },
-        close
-      })
-    })
+        close: kit.close
+      }
   })
 }

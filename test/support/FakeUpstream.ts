@@ -10,10 +10,8 @@
  *   expect(up.requests[0].body).toMatchObject({ model: "gpt-4o" })
  *   await up.close()
  */
-import { createServer } from "node:http"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import type { Socket } from "node:net"
-import type { AddressInfo } from "node:net"
+import { makeFakeServer, readBody } from "./FakeServer.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -324,68 +322,12 @@ function isJsonContentType(ct: string | undefined): boolean {
   return ct !== undefined && /\bjson\b/i.test(ct)
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve) => {
-    const parts: Buffer[] = []
-    let size = 0
-    let settled = false
-    const finish = () => {
-      if (settled) return
-      settled = true
-      resolve(Buffer.concat(parts).toString("utf8"))
-    }
-    req.on("data", (d: Buffer) => {
-      size += d.length
-      if (size <= MAX_BODY_BYTES) parts.push(d)
-    })
-    req.on("end", finish)
-    req.on("error", finish)
-    req.on("close", finish)
-  })
-}
-
 export function startFakeUpstream(): Promise<FakeUpstream> {
-  const sockets = new Set<Socket>()
-  /** Cancel functions for every pending timer (sleep / stall); close() fires them all. */
-  const timers = new Set<() => void>()
+  const kit = makeFakeServer()
+  const { sleep, gone, write, destroy } = kit
   const requests: RecordedRequest[] = []
   let queue: Scripted[] = []
   let handler: Handler = defaultHandler
-  let closed = false
-  let closing: Promise<void> | undefined
-
-  /** Resolves after ms, or early when the response closes or the server shuts down. */
-  const sleep = (ms: number, res: ServerResponse): Promise<void> =>
-    new Promise((resolve) => {
-      if (closed || res.destroyed) return resolve()
-      const done = () => {
-        clearTimeout(timer)
-        timers.delete(done)
-        res.off("close", done)
-        resolve()
-      }
-      const timer = setTimeout(done, Math.max(0, ms))
-      timers.add(done)
-      res.once("close", done)
-    })
-
-  const gone = (res: ServerResponse): boolean => closed || res.destroyed || res.socket === null || res.socket.destroyed
-
-  const write = (res: ServerResponse, data: string): Promise<void> =>
-    new Promise((resolve) => {
-      if (gone(res)) return resolve()
-      try {
-        res.write(data, () => resolve())
-      } catch {
-        resolve()
-      }
-    })
-
-  const destroy = (req: IncomingMessage, res: ServerResponse) => {
-    const socket = res.socket ?? req.socket
-    socket?.destroy()
-    res.destroy()
-  }
 
   const writeSseHead = (res: ServerResponse, status: number, headers: Record<string, string> | undefined) => {
     res.statusCode = status
@@ -466,7 +408,7 @@ export function startFakeUpstream(): Promise<FakeUpstream> {
   }
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const raw = await readBody(req)
+    const raw = await readBody(req, MAX_BODY_BYTES)
     const ct = req.headers["content-type"]
     let body: unknown = raw.length === 0 ? undefined : raw
     if (raw.length > 0 && isJsonContentType(typeof ct === "string" ? ct : undefined)) {
@@ -500,7 +442,7 @@ export function startFakeUpstream(): Promise<FakeUpstream> {
     await respond(req, res, reply)
   }
 
-  const server = createServer({ keepAlive: true }, (req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch(() => {
       try {
         if (!res.headersSent && !gone(res)) {
@@ -512,66 +454,16 @@ export function startFakeUpstream(): Promise<FakeUpstream> {
         destroy(req, res)
       }
     })
-  })
-  server.keepAliveTimeout = 5_000
-  server.on("connection", (socket: Socket) => {
-    if (closed) {
-      socket.destroy()
-      return
-    }
-    sockets.add(socket)
-    socket.on("close", () => sockets.delete(socket))
-    socket.on("error", () => {})
-  })
-  server.on("clientError", (_err, socket) => {
-    try {
-      if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n")
-    } catch {
-      // ignore
-    }
-    socket.destroy()
-  })
-  server.on("error", () => {})
-
-  const close = (): Promise<void> => {
-    if (closing) return closing
-    closed = true
-    closing = new Promise<void>((resolve) => {
-      for (const cancel of [...timers]) cancel()
-      timers.clear()
-      // Resolve once the listener is closed and every socket has emitted "close" (so that
-      // openConnections() is 0 afterwards), bounded by a safety net so close() never hangs.
-      const socketsClosed = [...sockets].map(
-        (s) => new Promise<void>((r) => (s.destroyed && !sockets.has(s) ? r() : s.once("close", () => r()))),
-      )
-      const serverClosed = new Promise<void>((r) => server.close(() => r()))
-      server.closeAllConnections()
-      for (const s of sockets) s.destroy()
-      const safety = setTimeout(() => {
-        sockets.clear()
-        resolve()
-      }, 1_000)
-      safety.unref()
-      void Promise.all([serverClosed, ...socketsClosed]).then(() => {
-        clearTimeout(safety)
-        resolve()
-      })
-    })
-    return closing
   }
 
-  return new Promise<FakeUpstream>((resolve, reject) => {
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      server.off("error", reject)
-      const { port } = server.address() as AddressInfo
+  return kit.listen(onRequest).then((port): FakeUpstream => {
       const origin = `http://127.0.0.1:${port}`
-      resolve({
+      return {
         url: `${origin}/v1`,
         origin,
         port,
         requests,
-        openConnections: () => sockets.size,
+        openConnections: kit.openConnections,
         script: (...replies) => {
           queue.push(...replies)
         },
@@ -584,8 +476,7 @@ export function startFakeUpstream(): Promise<FakeUpstream> {
           queue = []
           handler = defaultHandler
         },
-        close,
-      })
-    })
+        close: kit.close
+      }
   })
 }

@@ -26,13 +26,15 @@ export const configOf = (document: Record<string, unknown>, env: Record<string, 
 
 /**
  * Start a gateway for a config document (listen address and dataDir are filled in: 127.0.0.1,
- * port 0, a fresh temporary directory, access log off unless asked for).
+ * port 0, a fresh temporary directory, access log off unless asked for). With `dataDir` the
+ * caller owns the directory and closing leaves it in place (restart tests).
  */
 export const startGateway = async (
   document: Record<string, unknown>,
-  options: { readonly providers?: Layer.Layer<ProviderClient>; readonly env?: Record<string, string | undefined> } = {}
+  options: { readonly providers?: Layer.Layer<ProviderClient>; readonly env?: Record<string, string | undefined>; readonly dataDir?: string } = {}
 ): Promise<TestGateway> => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "gw-test-"))
+  const ownsDir = options.dataDir === undefined
+  const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "gw-test-"))
   const config = configOf(
     { accessLog: false, ...document, listen: { host: "127.0.0.1", port: 0, ...(document.listen as object | undefined) }, dataDir },
     options.env
@@ -51,7 +53,7 @@ export const startGateway = async (
       if (closed) return
       closed = true
       await Effect.runPromise(Scope.close(scope, Exit.void))
-      fs.rmSync(dataDir, { recursive: true, force: true })
+      if (ownsDir) fs.rmSync(dataDir, { recursive: true, force: true })
     }
   }
 }
