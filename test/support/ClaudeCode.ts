@@ -23,14 +23,12 @@
  * `dispose()` the whole group gets SIGKILL, and any process still carrying this run's marker
  * environment variable (commands claude started that left the group) is killed too.
  */
-import { spawn } from "node:child_process"
-import type { ChildProcess } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
-import { killRun, markedPids as markedPidsOf, parseJsonLines, seedFiles } from "./CliProcess.js"
+import { markedPids as markedPidsOf, parseJsonLines, seedFiles, spawnCli } from "./CliProcess.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -118,7 +116,6 @@ const live = new Set<ClaudeCodeProcess>()
 const runIds = new Set<string>()
 
 const markedPids = (id: string): number[] => markedPidsOf(MARKER, id)
-const killAll = (child: ChildProcess, id: string, group = true): void => killRun(child, MARKER, id, group)
 
 /** Dispose every claude process/run this module started and not yet disposed (for afterEach/afterAll). */
 export const disposeAllClaudeCode = async (): Promise<void> => {
@@ -177,85 +174,45 @@ export const startClaudeCode = (options: ClaudeCodeOptions): ClaudeCodeProcess =
     ...(options.allowedTools !== undefined && options.allowedTools.length > 0 ? ["--allowedTools", ...options.allowedTools] : [])
   ]
 
-  const started = Date.now()
-  const child = spawn(claudeCodeBinary(), args, { cwd: workDir, env, stdio: ["ignore", "pipe", "pipe"], detached: true })
-  let stdout = ""
-  let stderr = ""
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
-  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
-    stderr += chunk
-    if (options.echoStderr === true) process.stderr.write(chunk)
+  const run = spawnCli({
+    command: claudeCodeBinary(),
+    args,
+    cwd: workDir,
+    env,
+    marker: MARKER,
+    id,
+    timeoutMs: options.timeoutMs ?? DEFAULT_CLAUDE_CODE_TIMEOUT_MS,
+    ...(options.echoStderr !== undefined ? { echoStderr: options.echoStderr } : {}),
+    tag: "ClaudeCode.ts",
+    root,
+    workDir
   })
-
-  let timedOut = false
-  const timer = setTimeout(() => {
-    timedOut = true
-    killAll(child, id)
-  }, options.timeoutMs ?? DEFAULT_CLAUDE_CODE_TIMEOUT_MS)
-
-  let homeRemoved = false
-  const removeHome = (): void => {
-    if (homeRemoved) return
-    homeRemoved = true
-    fs.rmSync(root, { recursive: true, force: true })
-  }
-  let disposed: Promise<void> | undefined
-  let hasExited = false
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    let done = false
-    const finish = (code: number | null, signal: NodeJS.Signals | null): void => {
-      if (done) return
-      done = true
-      // claude has exited: nothing of this run (bash tool commands, shell snapshots) should outlive it.
-      killAll(child, id)
-      hasExited = true
-      resolve({ code, signal })
-    }
-    child.on("error", (err) => {
-      stderr += `\n[ClaudeCode.ts] spawn error: ${String(err)}\n`
-      finish(null, null)
-    })
-    // "close" (not "exit"): stdout/stderr are fully read by then.
-    child.on("close", (code, signal) => finish(code, signal))
-  })
-
   const handle: ClaudeCodeProcess = {
-    pid: child.pid,
+    pid: run.pid,
     workDir,
-    kill: () => killAll(child, id, !hasExited),
-    dispose: () => {
-      disposed ??= (async () => {
-        killAll(child, id, !hasExited)
-        await exited
-        clearTimeout(timer)
-        killAll(child, id, false)
-        removeHome()
-        fs.rmSync(workDir, { recursive: true, force: true })
+    kill: run.kill,
+    dispose: () =>
+      run.dispose().then(() => {
         live.delete(handle)
         runIds.delete(id)
-      })()
-      return disposed
-    },
-    result: exited.then(({ code, signal }) => {
-      clearTimeout(timer)
-      removeHome()
-      const events = parseEvents(stdout)
+      }),
+    result: run.exited.then((exit): ClaudeCodeRun => {
+      const events = parseEvents(exit.stdout)
       const results = events.filter((e) => e.type === "result")
       const resultEvent = results[results.length - 1]
-      const result: ClaudeCodeRun = {
-        exitCode: code,
-        signal,
-        timedOut,
-        durationMs: Date.now() - started,
-        stdout,
-        stderr,
+      return {
+        exitCode: exit.code,
+        signal: exit.signal,
+        timedOut: exit.timedOut,
+        durationMs: exit.durationMs,
+        stdout: exit.stdout,
+        stderr: exit.stderr,
         events,
         resultEvent,
         resultText: typeof resultEvent?.result === "string" ? resultEvent.result : undefined,
         workDir,
         dispose: () => handle.dispose()
       }
-      return result
     })
   }
   live.add(handle)

@@ -25,14 +25,12 @@
  * `dispose()` the whole group gets SIGKILL, and any process still carrying this run's marker
  * environment variable (commands codex started that left the group) is killed too.
  */
-import { spawn } from "node:child_process"
-import type { ChildProcess } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
-import { killRun, markedPids as markedPidsOf, parseJsonLines, seedFiles } from "./CliProcess.js"
+import { markedPids as markedPidsOf, parseJsonLines, seedFiles, spawnCli } from "./CliProcess.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -176,7 +174,6 @@ const live = new Set<CodexProcess>()
 const runIds = new Set<string>()
 
 const markedPids = (id: string): number[] => markedPidsOf(MARKER, id)
-const killAll = (child: ChildProcess, id: string, group = true): void => killRun(child, MARKER, id, group)
 
 /** Dispose every codex process/run this module started and not yet disposed (for afterEach/afterAll). */
 export const disposeAllCodex = async (): Promise<void> => {
@@ -241,81 +238,41 @@ export const startCodex = (options: CodexOptions): CodexProcess => {
     options.prompt
   ]
 
-  const started = Date.now()
-  const child = spawn(process.execPath, args, { cwd: workDir, env, stdio: ["ignore", "pipe", "pipe"], detached: true })
-  let stdout = ""
-  let stderr = ""
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
-  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
-    stderr += chunk
-    if (options.echoStderr === true) process.stderr.write(chunk)
+  const run = spawnCli({
+    command: process.execPath,
+    args,
+    cwd: workDir,
+    env,
+    marker: MARKER,
+    id,
+    timeoutMs: options.timeoutMs ?? DEFAULT_CODEX_TIMEOUT_MS,
+    ...(options.echoStderr !== undefined ? { echoStderr: options.echoStderr } : {}),
+    tag: "Codex.ts",
+    root,
+    workDir
   })
-
-  let timedOut = false
-  const timer = setTimeout(() => {
-    timedOut = true
-    killAll(child, id)
-  }, options.timeoutMs ?? DEFAULT_CODEX_TIMEOUT_MS)
-
-  let homeRemoved = false
-  const removeHome = (): void => {
-    if (homeRemoved) return
-    homeRemoved = true
-    fs.rmSync(root, { recursive: true, force: true })
-  }
-  let disposed: Promise<void> | undefined
-  let hasExited = false
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    let done = false
-    const finish = (code: number | null, signal: NodeJS.Signals | null): void => {
-      if (done) return
-      done = true
-      // codex has exited: nothing of this run should outlive it (exec'd commands, sandbox helpers).
-      killAll(child, id)
-      hasExited = true
-      resolve({ code, signal })
-    }
-    child.on("error", (err) => {
-      stderr += `\n[Codex.ts] spawn error: ${String(err)}\n`
-      finish(null, null)
-    })
-    // "close" (not "exit"): stdout/stderr are fully read by then.
-    child.on("close", (code, signal) => finish(code, signal))
-  })
-
   const handle: CodexProcess = {
-    pid: child.pid,
+    pid: run.pid,
     workDir,
     codexHome,
-    kill: () => killAll(child, id, !hasExited),
-    dispose: () => {
-      disposed ??= (async () => {
-        killAll(child, id, !hasExited)
-        await exited
-        clearTimeout(timer)
-        killAll(child, id, false) // stragglers started between the first kill and the exit
-        removeHome()
-        fs.rmSync(workDir, { recursive: true, force: true })
+    kill: run.kill,
+    dispose: () =>
+      run.dispose().then(() => {
         live.delete(handle)
         runIds.delete(id)
-      })()
-      return disposed
-    },
-    result: exited.then(({ code, signal }) => {
-      clearTimeout(timer)
-      removeHome()
-      const result: CodexRun = {
-        exitCode: code,
-        signal,
-        timedOut,
-        durationMs: Date.now() - started,
-        stdout,
-        stderr,
-        events: parseEvents(stdout),
+      }),
+    result: run.exited.then((exit): CodexRun => {
+      return {
+        exitCode: exit.code,
+        signal: exit.signal,
+        timedOut: exit.timedOut,
+        durationMs: exit.durationMs,
+        stdout: exit.stdout,
+        stderr: exit.stderr,
+        events: parseEvents(exit.stdout),
         workDir,
         dispose: () => handle.dispose()
       }
-      return result
     })
   }
   live.add(handle)
