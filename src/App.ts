@@ -6,9 +6,11 @@ import type { Route } from "./http/Route.js"
 import { GatewayServer, serverLayer } from "./http/Server.js"
 import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
+import { geminiRoutes } from "./protocols/gemini/Routes.js"
 import { messagesRoutes } from "./protocols/messages/Routes.js"
 import { responsesRoutes } from "./protocols/responses/Routes.js"
 import { AnthropicProviderFactory } from "./providers/anthropic/AnthropicProvider.js"
+import { GeminiProviderFactory } from "./providers/gemini/GeminiProvider.js"
 import { MockProviderFactory } from "./providers/mock/MockProvider.js"
 import { OpenAiProviderFactory } from "./providers/openai/OpenAiProvider.js"
 import { Catalog } from "./services/Catalog.js"
@@ -25,7 +27,7 @@ import { databaseLayer } from "./sql/Database.js"
 /** Provider factories: one per provider type. A new provider type is one more entry. */
 const factoriesLayer = Layer.effect(
   ProviderFactories,
-  Effect.all([OpenAiProviderFactory, AnthropicProviderFactory]).pipe(
+  Effect.all([OpenAiProviderFactory, AnthropicProviderFactory, GeminiProviderFactory]).pipe(
     Effect.map((factories) => new Map([...factories, MockProviderFactory].map((f) => [f.type, f] as const)))
   )
 ).pipe(Layer.provide(HttpUpstream.layer))
@@ -52,6 +54,7 @@ const allRoutes = Effect.gen(function* () {
   routes.push(...(yield* chatRoutes))
   routes.push(...(yield* responsesRoutes))
   routes.push(...(yield* messagesRoutes))
+  routes.push(...(yield* geminiRoutes))
   routes.push(...(yield* probeRoutes(() => routes.filter((r) => typeof r.path === "string").map((r) => ({ method: r.method, path: r.path as string })))))
   return routes
 })

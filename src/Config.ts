@@ -28,7 +28,7 @@ export const ModelConfig = Schema.Struct({
 })
 export type ModelConfig = typeof ModelConfig.Type
 
-export const ProviderType = Schema.Literal("openai", "anthropic", "mock")
+export const ProviderType = Schema.Literal("openai", "anthropic", "gemini", "mock")
 export type ProviderType = typeof ProviderType.Type
 
 export const ProviderConfig = Schema.Struct({
@@ -287,6 +287,7 @@ export const defaultConfigDocument = (env: Record<string, string | undefined> = 
   const providers: Record<string, unknown> = { mock: { type: "mock", models: { echo: {} } } }
   if (env.OPENAI_API_KEY) providers.openai = { type: "openai", baseUrl: env.OPENAI_BASE_URL ?? "https://api.openai.com/v1", apiKey: "env:OPENAI_API_KEY" }
   if (env.ANTHROPIC_API_KEY) providers.anthropic = { type: "anthropic", baseUrl: env.ANTHROPIC_BASE_URL ?? "https://api.anthropic.com", apiKey: "env:ANTHROPIC_API_KEY" }
+  if (env.GEMINI_API_KEY) providers.gemini = { type: "gemini", baseUrl: env.GEMINI_BASE_URL ?? "https://generativelanguage.googleapis.com", apiKey: "env:GEMINI_API_KEY" }
   return { providers, aliases: { default: "mock/echo" } }
 }
 

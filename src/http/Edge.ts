@@ -204,7 +204,11 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
                 principal = found.value
               }
             }
-            if (matched === undefined) return Errors.notFound("not_found", `No route for ${method} ${path}`)
+            if (matched === undefined) {
+              // Gemini clients build paths themselves: name the shape they should have used
+              const expected = family === "gemini" && !rawPath.startsWith("/upload/") ? "; model requests take the form /v1beta/models/{model}:generateContent" : ""
+              return Errors.notFound("not_found", `No route for ${method} ${path}${expected}`)
+            }
             if (!("route" in matched)) {
               return Errors.methodNotAllowed("method_not_allowed", `Method ${method} is not allowed on ${path}; allowed: ${matched.allowed.join(", ")}`, {
                 param: matched.allowed.join(", ")

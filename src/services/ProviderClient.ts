@@ -103,6 +103,7 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
 export const neverSent: Readonly<Record<ProviderType, ReadonlyArray<string>>> = {
   openai: ["top_k"],
   anthropic: ["seed", "presence_penalty", "frequency_penalty"],
+  gemini: [],
   mock: []
 }
 

@@ -479,8 +479,34 @@ describe("defaultConfigDocument", () => {
     expect(JSON.stringify(config)).not.toContain(env.ANTHROPIC_API_KEY)
   })
 
+  it("adds a gemini provider when GEMINI_API_KEY is set; GEMINI_BASE_URL overrides its base URL", () => {
+    const env = { GEMINI_API_KEY: "AIza-default-0123456789" }
+    const document = defaultConfigDocument(env)
+    expect(JSON.stringify(document)).not.toContain(env.GEMINI_API_KEY)
+    const config = ok(decodeConfig(document, env))
+    expect(Object.keys(config.providers).sort()).toEqual(["gemini", "mock"])
+    expect(config.providers.gemini.type).toBe("gemini")
+    expect(config.providers.gemini.baseUrl).toBe("https://generativelanguage.googleapis.com")
+    expect(Redacted.value(config.providers.gemini.apiKey!)).toBe(env.GEMINI_API_KEY)
+    expect(JSON.stringify(config)).not.toContain(env.GEMINI_API_KEY)
+    const local = { ...env, GEMINI_BASE_URL: "http://127.0.0.1:9090" }
+    expect(ok(decodeConfig(defaultConfigDocument(local), local)).providers.gemini.baseUrl).toBe("http://127.0.0.1:9090")
+  })
+
+  it("one provider per key found: openai, anthropic and gemini together", () => {
+    const env = { OPENAI_API_KEY: "sk-0123456789", ANTHROPIC_API_KEY: "sk-ant-0123456789", GEMINI_API_KEY: "AIza-0123456789" }
+    const config = ok(decodeConfig(defaultConfigDocument(env), env))
+    expect(Object.keys(config.providers).sort()).toEqual(["anthropic", "gemini", "mock", "openai"])
+  })
+
+  it("a gemini provider in a config file decodes; it needs a baseUrl", () => {
+    const config = ok(decodeConfig({ providers: { g: { type: "gemini", baseUrl: "https://generativelanguage.googleapis.com", apiKey: "env:G" } } }, { G: "AIza-0123456789" }))
+    expect(config.providers.g.type).toBe("gemini")
+    expect(problemsOf(decodeConfig({ providers: { g: { type: "gemini" } } }, {}))).toEqual(["providers.g.baseUrl: is required for type gemini"])
+  })
+
   it("always has the mock provider; no openai without OPENAI_API_KEY", () => {
-    for (const env of [{}, { OPENAI_API_KEY: "" }, { GEMINI_API_KEY: "y-0123456789" }]) {
+    for (const env of [{}, { OPENAI_API_KEY: "" }, { GEMINI_API_KEY: "" }]) {
       const config = ok(decodeConfig(defaultConfigDocument(env), env))
       expect(Object.keys(config.providers)).toEqual(["mock"])
       expect(config.providers.mock.type).toBe("mock")

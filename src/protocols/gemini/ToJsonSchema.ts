@@ -198,3 +198,30 @@ const convertRecord = (schema: Record<string, unknown>, depth: number, ancestors
 /** Converts a Gemini function declaration `parameters` schema to JSON Schema. Never throws. */
 export const geminiSchemaToJsonSchema = (schema: unknown): Record<string, unknown> =>
   schema === undefined || schema === null ? { type: "object", properties: {} } : convertNode(schema, 0, new Set())
+
+/** Schema keywords whose value is one schema, a list of schemas, or a map of schemas. */
+const ONE_SCHEMA = ["items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "additionalItems", "unevaluatedItems", "unevaluatedProperties"]
+const SCHEMA_LISTS = ["anyOf", "allOf", "oneOf", "prefixItems"]
+const SCHEMA_MAPS = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"]
+
+/**
+ * A JSON Schema sent as is (`parametersJsonSchema`, `responseJsonSchema`) with Gemini's upper-case
+ * type names (`OBJECT`, `STRING`, ...) spelled as JSON Schema's lower-case ones. The Gemini CLI's
+ * own routing schema uses them, and chat-completions upstreams refuse them. Everything else is
+ * kept; the input is not modified. Never throws.
+ */
+export const lowerCaseTypes = (schema: unknown, depth = 0): unknown => {
+  if (depth > MAX_DEPTH || typeof schema !== "object" || schema === null) return schema
+  if (Array.isArray(schema)) return schema.map((s) => lowerCaseTypes(s, depth + 1))
+  const out: Record<string, unknown> = { ...(schema as Record<string, unknown>) }
+  const lower = (t: unknown) => (typeof t === "string" && TYPE_NAMES.has(t.toLowerCase()) ? t.toLowerCase() : t)
+  if (typeof out.type === "string") out.type = lower(out.type)
+  else if (Array.isArray(out.type)) out.type = out.type.map(lower)
+  for (const key of ONE_SCHEMA) if (key in out) out[key] = lowerCaseTypes(out[key], depth + 1)
+  for (const key of SCHEMA_LISTS) if (Array.isArray(out[key])) out[key] = (out[key] as Array<unknown>).map((s) => lowerCaseTypes(s, depth + 1))
+  for (const key of SCHEMA_MAPS) {
+    const map = out[key]
+    if (isRecord(map)) out[key] = Object.fromEntries(Object.entries(map).map(([k, s]) => [k, lowerCaseTypes(s, depth + 1)]))
+  }
+  return out
+}

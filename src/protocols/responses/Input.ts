@@ -3,6 +3,7 @@ import type { AssistantPart, Message, TextPart, ToolResultPart, UserPart } from 
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
 import { decodeAt } from "../Decode.js"
+import type { RemotePart } from "../RemoteParts.js"
 import { flattenName } from "./Tools.js"
 import { itemSchemas, type ContentPart } from "./Schema.js"
 
@@ -81,8 +82,6 @@ export const readInput = (
 
 const dataUrlType = (url: string): string | undefined => /^data:([^;,]+)[;,]/.exec(url)?.[1]
 
-/** A file named by URL, fetched before the conversation is built. */
-export type RemotePart = { readonly _tag: "fetched"; readonly part: UserPart } | { readonly _tag: "failed"; readonly why: string }
 
 /** Every `input_file.file_url` in the items, to fetch before `toConversation`. */
 export const fileUrls = (items: ReadonlyArray<Item>): Array<string> => {

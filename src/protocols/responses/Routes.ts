@@ -7,12 +7,12 @@ import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { writeStream } from "../../http/Writer.js"
 import { ItemMemory } from "../../services/ItemMemory.js"
 import { ModelRunner } from "../../services/ModelRunner.js"
-import { RemoteFiles } from "../../services/RemoteFiles.js"
 import { ResponseStore } from "../../services/ResponseStore.js"
 import { decodeBody } from "../Decode.js"
 import { holdStructured } from "../HeldBack.js"
+import { makeRemoteParts } from "../RemoteParts.js"
 import { makeEncoder } from "./Events.js"
-import { fileUrls, itemType, listingShape, readInput, toConversation, type Item, type RemotePart } from "./Input.js"
+import { fileUrls, itemType, listingShape, readInput, toConversation, type Item } from "./Input.js"
 import { incompleteReason, newResponseId, outputAsInput, outputItems, responseObject, type ResponseFrame } from "./Output.js"
 import { ResponsesRequest } from "./Schema.js"
 import { planToolChoice, planTools, type ToolPlan } from "./Tools.js"
@@ -62,35 +62,9 @@ export const responsesRoutes = Effect.gen(function* () {
   const runner = yield* ModelRunner
   const store = yield* ResponseStore
   const memory = yield* ItemMemory
-  const remoteFiles = yield* RemoteFiles
 
-  /** A file named by URL as a PDF file part or a text part (spec 4.4: input_file takes PDF or text). */
-  const fetchRemote = (url: string): Effect.Effect<RemotePart> => {
-    if (!config.remoteFiles.enabled) return Effect.succeed({ _tag: "failed", why: "fetching files by URL is switched off on this gateway" })
-    return remoteFiles.fetch(url).pipe(
-      Effect.map((file): RemotePart => {
-        if (file.bytes.subarray(0, 5).toString("latin1") === "%PDF-") {
-          return { _tag: "fetched", part: { type: "file", mediaType: "application/pdf", data: `data:application/pdf;base64,${file.bytes.toString("base64")}` } }
-        }
-        const textual = file.mediaType.startsWith("text/") || file.mediaType === "application/json"
-        const text = file.bytes.toString("utf8")
-        if (textual && !text.includes("\u0000") && !text.includes("\uFFFD")) return { _tag: "fetched", part: { type: "text", text } }
-        return { _tag: "failed", why: "the file is neither a PDF nor UTF-8 text" }
-      }),
-      Effect.catchAll((failure) =>
-        Effect.succeed<RemotePart>({
-          _tag: "failed",
-          why: {
-            not_allowed: "the URL's address is not allowed (loopback and private networks are refused)",
-            unreachable: "the file could not be fetched",
-            status: "the file's server did not answer 2xx",
-            too_large: `the file is larger than ${config.remoteFiles.maxBytes} bytes`,
-            timeout: "the file's server did not answer in time"
-          }[failure]
-        })
-      )
-    )
-  }
+  const remoteParts = yield* makeRemoteParts
+  const fetchRemote = (url: string) => remoteParts(url, { images: false })
 
   const prepare = (ctx: RequestContext) =>
     Effect.gen(function* () {

@@ -5,7 +5,7 @@
 import { Ajv } from "ajv"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { geminiSchemaToJsonSchema as convert } from "../../../src/protocols/gemini/ToJsonSchema.js"
+import { geminiSchemaToJsonSchema as convert, lowerCaseTypes } from "../../../src/protocols/gemini/ToJsonSchema.js"
 
 const ajv = new Ajv({ strict: false })
 
@@ -400,6 +400,41 @@ describe("geminiSchemaToJsonSchema: properties", () => {
         const before = JSON.stringify(schema)
         expect(convert(schema)).toEqual(convert(schema))
         expect(JSON.stringify(schema)).toBe(before)
+      }),
+      { numRuns: 200 }
+    )
+  })
+})
+
+describe("lowerCaseTypes (JSON Schemas sent as is)", () => {
+  it("lower-cases Gemini type names at every level and keeps the rest", () => {
+    const given = {
+      type: "OBJECT",
+      $schema: "http://json-schema.org/draft-07/schema#",
+      properties: { OBJECT: { type: "STRING", enum: ["OBJECT"] }, list: { type: ["ARRAY", "NULL"], items: { type: "INTEGER" } } },
+      anyOf: [{ type: "BOOLEAN" }],
+      additionalProperties: { type: "NUMBER" },
+      $defs: { d: { type: "Object" } }
+    }
+    expect(lowerCaseTypes(given)).toEqual({
+      type: "object",
+      $schema: "http://json-schema.org/draft-07/schema#",
+      properties: { OBJECT: { type: "string", enum: ["OBJECT"] }, list: { type: ["array", "null"], items: { type: "integer" } } },
+      anyOf: [{ type: "boolean" }],
+      additionalProperties: { type: "number" },
+      $defs: { d: { type: "object" } }
+    })
+    // the caller's object is left alone
+    expect(given.type).toBe("OBJECT")
+    expect(lowerCaseTypes({ type: "custom" })).toEqual({ type: "custom" })
+  })
+
+  it("the result of a converted Gemini schema is unchanged and valid", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const converted = convert(value)
+        expect(lowerCaseTypes(converted)).toEqual(converted)
+        expect(ajv.validateSchema(lowerCaseTypes(converted) as object)).toBe(true)
       }),
       { numRuns: 200 }
     )
