@@ -23,12 +23,9 @@
  * `dispose()` the whole group gets SIGKILL, and any process still carrying this run's marker
  * environment variable (commands claude started that left the group) is killed too.
  */
-import { randomUUID } from "node:crypto"
-import * as fs from "node:fs"
 import { createRequire } from "node:module"
-import * as os from "node:os"
 import * as path from "node:path"
-import { markedPids as markedPidsOf, parseJsonLines, seedFiles, spawnCli } from "./CliProcess.js"
+import { describeCliRun, makeRunRegistry, minimalCliEnv, parseJsonLines, type CliRunProcess, type CliRunResult } from "./CliProcess.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -59,23 +56,14 @@ export interface ClaudeCodeOptions {
 /** One `--output-format stream-json` line: {type:"system",subtype:"init"}, {type:"assistant",message}, {type:"user",message}, {type:"result",result,...}. */
 export type ClaudeCodeEvent = { type?: string; subtype?: string; [key: string]: unknown }
 
-export interface ClaudeCodeResult {
-  /** Exit code; null when killed by a signal. */
-  exitCode: number | null
-  signal: NodeJS.Signals | null
-  /** True when the hard timeout killed it. */
-  timedOut: boolean
-  durationMs: number
-  stdout: string
-  stderr: string
+/** exitCode, signal, timedOut, durationMs, stdout, stderr, workDir (CliProcess.ts), plus: */
+export interface ClaudeCodeResult extends CliRunResult {
   /** stdout lines that parse as JSON objects, in order. */
   events: ClaudeCodeEvent[]
   /** The last `{type:"result"}` event, if any. */
   resultEvent: ClaudeCodeEvent | undefined
   /** `resultEvent.result` when it is a string (the final answer). */
   resultText: string | undefined
-  /** The cwd claude ran in; kept until `dispose()`. */
-  workDir: string
 }
 
 export interface ClaudeCodeRun extends ClaudeCodeResult {
@@ -83,16 +71,8 @@ export interface ClaudeCodeRun extends ClaudeCodeResult {
   dispose(): Promise<void>
 }
 
-export interface ClaudeCodeProcess {
-  readonly pid: number | undefined
-  readonly workDir: string
-  /** Resolves when the process has exited (never rejects; a spawn error shows up as exitCode null + stderr). */
-  readonly result: Promise<ClaudeCodeRun>
-  /** SIGKILL the process group (and marked stragglers) now. */
-  kill(): void
-  /** Kill, wait for exit, remove all temp dirs. Idempotent. */
-  dispose(): Promise<void>
-}
+/** pid, workDir, result, kill(), dispose() (CliProcess.ts). */
+export type ClaudeCodeProcess = CliRunProcess<ClaudeCodeRun>
 
 // ---------------------------------------------------------------------------------------------
 // Binary
@@ -111,55 +91,32 @@ export const DEFAULT_CLAUDE_CODE_TIMEOUT_MS = 90_000
 // Process bookkeeping
 // ---------------------------------------------------------------------------------------------
 
-const MARKER = "LLMGW_CLAUDE_CODE_TEST_RUN"
-const live = new Set<ClaudeCodeProcess>()
-const runIds = new Set<string>()
-
-const markedPids = (id: string): number[] => markedPidsOf(MARKER, id)
+const runs = makeRunRegistry("LLMGW_CLAUDE_CODE_TEST_RUN")
 
 /** Dispose every claude process/run this module started and not yet disposed (for afterEach/afterAll). */
-export const disposeAllClaudeCode = async (): Promise<void> => {
-  await Promise.all([...live].map((p) => p.dispose()))
-}
+export const disposeAllClaudeCode = (): Promise<void> => runs.disposeAll()
 
 /** Any process of any run still alive? (Linux; for asserting hygiene in tests.) */
-export const liveClaudeCodePids = (): number[] => [...runIds].flatMap((id) => markedPids(id))
+export const liveClaudeCodePids = (): number[] => runs.livePids()
 
 // ---------------------------------------------------------------------------------------------
 // Running
 // ---------------------------------------------------------------------------------------------
 
-const parseEvents = (stdout: string): ClaudeCodeEvent[] => parseJsonLines<ClaudeCodeEvent>(stdout)
-
 /** Start claude and return at once (to kill it mid-run, or to run several at a time). */
 export const startClaudeCode = (options: ClaudeCodeOptions): ClaudeCodeProcess => {
-  const id = randomUUID()
-  runIds.add(id)
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "claude-code-test-"))
-  const home = path.join(root, "home")
-  const tmp = path.join(root, "tmp")
-  for (const dir of [home, tmp]) fs.mkdirSync(dir, { recursive: true })
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "claude-code-work-"))
-  seedFiles(workDir, options.files)
+  const run = runs.begin("claude-code", options.files)
+  const { home, tmp } = run
 
   const env: Record<string, string> = {
-    PATH: [path.dirname(process.execPath), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].join(":"),
-    HOME: home,
-    TMPDIR: tmp,
-    SHELL: "/bin/bash",
-    LANG: "C.UTF-8",
-    LC_ALL: "C.UTF-8",
-    TERM: "dumb",
-    NO_COLOR: "1",
-    NO_PROXY: "*",
-    no_proxy: "*",
+    ...minimalCliEnv({ home, tmp, shell: "/bin/bash" }),
     ANTHROPIC_BASE_URL: options.baseUrl.replace(/\/+$/, ""),
     ANTHROPIC_API_KEY: options.apiKey ?? DEFAULT_CLAUDE_CODE_KEY,
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
     DISABLE_AUTOUPDATER: "1",
     DISABLE_TELEMETRY: "1",
     DISABLE_ERROR_REPORTING: "1",
-    [MARKER]: id,
+    [runs.marker]: run.id,
     ...options.env
   }
 
@@ -174,49 +131,24 @@ export const startClaudeCode = (options: ClaudeCodeOptions): ClaudeCodeProcess =
     ...(options.allowedTools !== undefined && options.allowedTools.length > 0 ? ["--allowedTools", ...options.allowedTools] : [])
   ]
 
-  const run = spawnCli({
-    command: claudeCodeBinary(),
-    args,
-    cwd: workDir,
-    env,
-    marker: MARKER,
-    id,
-    timeoutMs: options.timeoutMs ?? DEFAULT_CLAUDE_CODE_TIMEOUT_MS,
-    ...(options.echoStderr !== undefined ? { echoStderr: options.echoStderr } : {}),
-    tag: "ClaudeCode.ts",
-    root,
-    workDir
-  })
-  const handle: ClaudeCodeProcess = {
-    pid: run.pid,
-    workDir,
-    kill: run.kill,
-    dispose: () =>
-      run.dispose().then(() => {
-        live.delete(handle)
-        runIds.delete(id)
-      }),
-    result: run.exited.then((exit): ClaudeCodeRun => {
-      const events = parseEvents(exit.stdout)
+  return runs.start(
+    {
+      run,
+      command: claudeCodeBinary(),
+      args,
+      env,
+      timeoutMs: options.timeoutMs ?? DEFAULT_CLAUDE_CODE_TIMEOUT_MS,
+      echoStderr: options.echoStderr,
+      tag: "ClaudeCode.ts"
+    },
+    {},
+    (exit) => {
+      const events = parseJsonLines<ClaudeCodeEvent>(exit.stdout)
       const results = events.filter((e) => e.type === "result")
       const resultEvent = results[results.length - 1]
-      return {
-        exitCode: exit.code,
-        signal: exit.signal,
-        timedOut: exit.timedOut,
-        durationMs: exit.durationMs,
-        stdout: exit.stdout,
-        stderr: exit.stderr,
-        events,
-        resultEvent,
-        resultText: typeof resultEvent?.result === "string" ? resultEvent.result : undefined,
-        workDir,
-        dispose: () => handle.dispose()
-      }
-    })
-  }
-  live.add(handle)
-  return handle
+      return { events, resultEvent, resultText: typeof resultEvent?.result === "string" ? resultEvent.result : undefined }
+    }
+  )
 }
 
 /** Run claude to completion (or the hard timeout). The work dir is kept until `dispose()`. */
@@ -227,6 +159,4 @@ export const runClaudeCode = (options: ClaudeCodeOptions): Promise<ClaudeCodeRun
 // ---------------------------------------------------------------------------------------------
 
 /** A one-paragraph description of a run for assertion messages. */
-export const describeClaudeCodeRun = (run: ClaudeCodeResult): string =>
-  `claude exit=${run.exitCode} signal=${run.signal} timedOut=${run.timedOut} ${run.durationMs}ms\n` +
-  `--- stdout ---\n${run.stdout.slice(-4000)}\n--- stderr ---\n${run.stderr.slice(-4000)}`
+export const describeClaudeCodeRun = (run: ClaudeCodeResult): string => describeCliRun("claude", run)

@@ -1,10 +1,14 @@
 import { spawn, type ChildProcess } from "node:child_process"
+import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 
 /**
- * What the real-CLI harnesses (Codex, Claude Code) share: every run's processes carry a marker
- * variable so that nothing a CLI started can outlive the test, and their output is JSON lines.
+ * What the real-CLI harnesses (Codex, Claude Code, Gemini CLI) share: every run's processes carry
+ * a marker variable so that nothing a CLI started can outlive the test, their output is JSON
+ * lines, and each harness keeps a registry of its runs (`makeRunRegistry`) for disposeAll and
+ * the live-pids check.
  */
 
 /** Pids of processes whose environment carries `marker=id` (Linux /proc; empty elsewhere). */
@@ -164,3 +168,146 @@ export const spawnCli = (options: {
     exited
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A harness's runs
+// ---------------------------------------------------------------------------------------------
+
+/** What every harness's result holds besides what it parses from the output. */
+export interface CliRunResult {
+  /** Exit code; null when killed by a signal. */
+  exitCode: number | null
+  signal: NodeJS.Signals | null
+  /** True when the hard timeout killed it. */
+  timedOut: boolean
+  durationMs: number
+  stdout: string
+  stderr: string
+  /** The cwd the CLI ran in; kept until `dispose()`. */
+  workDir: string
+}
+
+/** A started run, as every harness returns it (plus its own directories). */
+export interface CliRunProcess<Run> {
+  readonly pid: number | undefined
+  readonly workDir: string
+  /** Resolves when the process has exited (never rejects; a spawn error shows up as exitCode null + stderr). */
+  readonly result: Promise<Run>
+  /** SIGKILL the process group (and marked stragglers) now. */
+  kill(): void
+  /** Kill, wait for exit, remove all temp dirs. Idempotent. */
+  dispose(): Promise<void>
+}
+
+/** The minimal environment a CLI starts from (this node first on PATH); nothing else of this process's. */
+export const minimalCliEnv = (dirs: { readonly home: string; readonly tmp: string; readonly shell?: string }): Record<string, string> => ({
+  PATH: [path.dirname(process.execPath), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].join(":"),
+  HOME: dirs.home,
+  TMPDIR: dirs.tmp,
+  ...(dirs.shell !== undefined ? { SHELL: dirs.shell } : {}),
+  LANG: "C.UTF-8",
+  LC_ALL: "C.UTF-8",
+  TERM: "dumb",
+  NO_COLOR: "1",
+  NO_PROXY: "*",
+  no_proxy: "*"
+})
+
+/**
+ * A run about to start: its id (the marker's value) and directories, a private `root` (removed as
+ * soon as the CLI exits) holding `home` and `tmp`, and a fresh work dir (removed on dispose).
+ */
+export interface RunSetup {
+  readonly id: string
+  readonly root: string
+  readonly home: string
+  readonly tmp: string
+  readonly workDir: string
+}
+
+/** One harness's runs, each marked with `marker=<run id>`. */
+export const makeRunRegistry = (marker: string) => {
+  const live = new Set<{ dispose(): Promise<void> }>()
+  const runIds = new Set<string>()
+
+  /**
+   * A fresh run id (its marked processes count in `livePids` until the run is disposed) and
+   * directories named `<name>-test-*` and `<name>-work-*`, the work dir seeded with `files`.
+   */
+  const begin = (name: string, files: Readonly<Record<string, string>> | undefined): RunSetup => {
+    const id = randomUUID()
+    runIds.add(id)
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-test-`))
+    const home = path.join(root, "home")
+    const tmp = path.join(root, "tmp")
+    for (const dir of [home, tmp]) fs.mkdirSync(dir, { recursive: true })
+    const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-work-`))
+    seedFiles(workDir, files)
+    return { id, root, home, tmp, workDir }
+  }
+
+  /**
+   * Spawn the run (cwd = its work dir, see spawnCli) and track it until disposed. The handle
+   * carries `extra` (the harness's own directories); the result is the exit plus what `read`
+   * parses from it.
+   */
+  const start = <Parsed extends object, Extra extends object>(
+    spec: {
+      readonly run: RunSetup
+      readonly command: string
+      readonly args: ReadonlyArray<string>
+      readonly env: Readonly<Record<string, string>>
+      readonly timeoutMs: number
+      readonly echoStderr: boolean | undefined
+      /** name in spawn-error lines */
+      readonly tag: string
+    },
+    extra: Extra,
+    read: (exit: CliExit) => Parsed
+  ): CliRunProcess<CliRunResult & Parsed & { dispose(): Promise<void> }> & Extra => {
+    const { id, root, workDir } = spec.run
+    const { command, args, env, timeoutMs, echoStderr, tag } = spec
+    const run = spawnCli({ command, args, cwd: workDir, env, marker, id, timeoutMs, ...(echoStderr !== undefined ? { echoStderr } : {}), tag, root, workDir })
+    const handle: CliRunProcess<CliRunResult & Parsed & { dispose(): Promise<void> }> & Extra = {
+      pid: run.pid,
+      workDir,
+      ...extra,
+      kill: run.kill,
+      dispose: () =>
+        run.dispose().then(() => {
+          live.delete(handle)
+          runIds.delete(id)
+        }),
+      result: run.exited.then((exit) => ({
+        exitCode: exit.code,
+        signal: exit.signal,
+        timedOut: exit.timedOut,
+        durationMs: exit.durationMs,
+        stdout: exit.stdout,
+        stderr: exit.stderr,
+        ...read(exit),
+        workDir,
+        dispose: () => handle.dispose()
+      }))
+    }
+    live.add(handle)
+    return handle
+  }
+
+  return {
+    marker,
+    begin,
+    start,
+    /** Dispose every run started and not yet disposed (for afterEach/afterAll). */
+    disposeAll: async (): Promise<void> => {
+      await Promise.all([...live].map((p) => p.dispose()))
+    },
+    /** Any process of any run still alive? (Linux; for asserting hygiene in tests.) */
+    livePids: (): number[] => [...runIds].flatMap((id) => markedPids(marker, id))
+  }
+}
+
+/** A one-paragraph description of a run for assertion messages. */
+export const describeCliRun = (name: string, run: CliRunResult): string =>
+  `${name} exit=${run.exitCode} signal=${run.signal} timedOut=${run.timedOut} ${run.durationMs}ms\n` +
+  `--- stdout ---\n${run.stdout.slice(-4000)}\n--- stderr ---\n${run.stderr.slice(-4000)}`

@@ -25,12 +25,10 @@
  * `dispose()` the whole group gets SIGKILL, and any process still carrying this run's marker
  * environment variable (commands codex started that left the group) is killed too.
  */
-import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
-import * as os from "node:os"
 import * as path from "node:path"
-import { markedPids as markedPidsOf, parseJsonLines, seedFiles, spawnCli } from "./CliProcess.js"
+import { describeCliRun, makeRunRegistry, minimalCliEnv, parseJsonLines, type CliRunProcess, type CliRunResult } from "./CliProcess.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -73,19 +71,10 @@ export interface CodexOptions {
   echoStderr?: boolean
 }
 
-export interface CodexResult {
-  /** Exit code; null when killed by a signal. */
-  exitCode: number | null
-  signal: NodeJS.Signals | null
-  /** True when the hard timeout killed it. */
-  timedOut: boolean
-  durationMs: number
-  stdout: string
-  stderr: string
+/** exitCode, signal, timedOut, durationMs, stdout, stderr, workDir (CliProcess.ts), plus: */
+export interface CodexResult extends CliRunResult {
   /** stdout lines that parse as JSON objects (the `--json` event stream), in order. */
   events: CodexEvent[]
-  /** The cwd codex ran in; kept until `dispose()`. */
-  workDir: string
 }
 
 /** One `codex exec --json` line, e.g. {type:"thread.started"}, {type:"item.completed", item:{type:"agent_message", text}}, {type:"turn.completed", usage}. */
@@ -96,17 +85,12 @@ export interface CodexRun extends CodexResult {
   dispose(): Promise<void>
 }
 
-export interface CodexProcess {
-  readonly pid: number | undefined
-  readonly workDir: string
+/** pid, workDir, result, kill(), dispose() (CliProcess.ts), plus: */
+export interface CodexProcess extends CliRunProcess<CodexRun> {
   /** CODEX_HOME (config.toml, sessions); removed as soon as codex exits. */
   readonly codexHome: string
-  /** Resolves when the process has exited (never rejects; a spawn error shows up as exitCode null + stderr). */
-  readonly result: Promise<CodexRun>
   /** SIGKILL the process group (and marked stragglers) now; a no-op for the group once codex has exited. */
   kill(): void
-  /** Kill, wait for exit, remove all temp dirs. Idempotent. */
-  dispose(): Promise<void>
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,37 +153,24 @@ export const codexConfigToml = (options: {
 // Process bookkeeping
 // ---------------------------------------------------------------------------------------------
 
-const MARKER = "LLMGW_CODEX_TEST_RUN"
-const live = new Set<CodexProcess>()
-const runIds = new Set<string>()
-
-const markedPids = (id: string): number[] => markedPidsOf(MARKER, id)
+const runs = makeRunRegistry("LLMGW_CODEX_TEST_RUN")
 
 /** Dispose every codex process/run this module started and not yet disposed (for afterEach/afterAll). */
-export const disposeAllCodex = async (): Promise<void> => {
-  await Promise.all([...live].map((p) => p.dispose()))
-}
+export const disposeAllCodex = (): Promise<void> => runs.disposeAll()
 
 /** Any process of any run still alive? (Linux; for asserting hygiene in tests.) */
-export const liveCodexPids = (): number[] => [...runIds].flatMap((id) => markedPids(id))
+export const liveCodexPids = (): number[] => runs.livePids()
 
 // ---------------------------------------------------------------------------------------------
 // Running
 // ---------------------------------------------------------------------------------------------
 
-const parseEvents = (stdout: string): CodexEvent[] => parseJsonLines<CodexEvent>(stdout)
-
 /** Start codex and return at once (to kill it mid-run, or to run several at a time). */
 export const startCodex = (options: CodexOptions): CodexProcess => {
-  const id = randomUUID()
-  runIds.add(id)
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "codex-test-"))
-  const home = path.join(root, "home")
+  const run = runs.begin("codex", options.files)
+  const { root, home, tmp } = run
   const codexHome = path.join(root, "codex")
-  const tmp = path.join(root, "tmp")
-  for (const dir of [home, codexHome, tmp]) fs.mkdirSync(dir, { recursive: true })
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "codex-work-"))
-  seedFiles(workDir, options.files)
+  fs.mkdirSync(codexHome, { recursive: true })
   fs.writeFileSync(
     path.join(codexHome, "config.toml"),
     codexConfigToml({
@@ -211,18 +182,10 @@ export const startCodex = (options: CodexOptions): CodexProcess => {
   )
 
   const env: Record<string, string> = {
-    PATH: [path.dirname(process.execPath), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].join(":"),
-    HOME: home,
+    ...minimalCliEnv({ home, tmp }),
     CODEX_HOME: codexHome,
     GW_API_KEY: options.apiKey ?? DEFAULT_CODEX_KEY,
-    TMPDIR: tmp,
-    LANG: "C.UTF-8",
-    LC_ALL: "C.UTF-8",
-    TERM: "dumb",
-    NO_COLOR: "1",
-    NO_PROXY: "*",
-    no_proxy: "*",
-    [MARKER]: id,
+    [runs.marker]: run.id,
     ...options.env
   }
 
@@ -238,45 +201,19 @@ export const startCodex = (options: CodexOptions): CodexProcess => {
     options.prompt
   ]
 
-  const run = spawnCli({
-    command: process.execPath,
-    args,
-    cwd: workDir,
-    env,
-    marker: MARKER,
-    id,
-    timeoutMs: options.timeoutMs ?? DEFAULT_CODEX_TIMEOUT_MS,
-    ...(options.echoStderr !== undefined ? { echoStderr: options.echoStderr } : {}),
-    tag: "Codex.ts",
-    root,
-    workDir
-  })
-  const handle: CodexProcess = {
-    pid: run.pid,
-    workDir,
-    codexHome,
-    kill: run.kill,
-    dispose: () =>
-      run.dispose().then(() => {
-        live.delete(handle)
-        runIds.delete(id)
-      }),
-    result: run.exited.then((exit): CodexRun => {
-      return {
-        exitCode: exit.code,
-        signal: exit.signal,
-        timedOut: exit.timedOut,
-        durationMs: exit.durationMs,
-        stdout: exit.stdout,
-        stderr: exit.stderr,
-        events: parseEvents(exit.stdout),
-        workDir,
-        dispose: () => handle.dispose()
-      }
-    })
-  }
-  live.add(handle)
-  return handle
+  return runs.start(
+    {
+      run,
+      command: process.execPath,
+      args,
+      env,
+      timeoutMs: options.timeoutMs ?? DEFAULT_CODEX_TIMEOUT_MS,
+      echoStderr: options.echoStderr,
+      tag: "Codex.ts"
+    },
+    { codexHome },
+    (exit) => ({ events: parseJsonLines<CodexEvent>(exit.stdout) })
+  )
 }
 
 /** Run codex to completion (or the hard timeout). The work dir is kept until `dispose()`. */
@@ -301,6 +238,4 @@ export const codexAnswer = (run: CodexResult): string | undefined => {
 }
 
 /** A one-paragraph description of a run for assertion messages. */
-export const describeCodexRun = (run: CodexResult): string =>
-  `codex exit=${run.exitCode} signal=${run.signal} timedOut=${run.timedOut} ${run.durationMs}ms\n` +
-  `--- stdout ---\n${run.stdout.slice(-4000)}\n--- stderr ---\n${run.stderr.slice(-4000)}`
+export const describeCodexRun = (run: CodexResult): string => describeCliRun("codex", run)

@@ -21,57 +21,37 @@
  * `:streamGenerateContent?alt=sse` with generateSse() ("Hello from upstream"), without `alt=sse`
  * with the chunks as one JSON array (as Google does), anything else 404 NOT_FOUND.
  */
-import type { IncomingMessage, ServerResponse } from "node:http"
-import { makeFakeServer, readBody } from "./FakeServer.js"
+import { startScriptedServer, type FixedReply, type RecordedRequestBase, type ScriptedHandler, type ScriptedReply, type ScriptedUpstream } from "./FakeServer.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
 // ---------------------------------------------------------------------------------------------
 
-export interface RecordedRequest {
-  method: string
-  /** Path without the query string, e.g. "/v1beta/models/gemini-x:generateContent". */
-  path: string
-  url: string
+/** As FakeServer.ts records it (`path` is e.g. "/v1beta/models/gemini-x:generateContent"), plus: */
+export interface RecordedRequest extends RecordedRequestBase {
   /** The query string's parameters, e.g. { alt: "sse" }. */
   query: Record<string, string>
-  headers: Record<string, string | string[] | undefined>
-  /** Parsed JSON when the body parses; otherwise the raw string; undefined when empty. */
-  body: unknown
-  rawBody: string
 }
 
 /** One SSE chunk: an object is written as `data: <JSON>\r\n\r\n`; a string is written raw. */
 export type SseChunk = Record<string, unknown> | string
 
+/** json, text, reset and stall as in FakeServer.ts's FixedReply. */
 export type Reply =
-  | { kind: "json"; status?: number; body: unknown; headers?: Record<string, string> }
-  | { kind: "text"; status?: number; body: string; headers?: Record<string, string> }
+  | FixedReply
   | { kind: "sse"; chunks: Array<SseChunk>; delayMs?: number; status?: number; headers?: Record<string, string> }
-  /** Destroy the socket before writing any byte of the response. */
-  | { kind: "reset" }
   /** Send SSE headers and these chunks, then destroy the socket. */
   | { kind: "resetAfter"; chunks: Array<SseChunk>; delayMs?: number }
-  /** Accept, never answer for `ms`, then destroy the socket. */
-  | { kind: "stall"; ms: number }
 
-export type Handler = (req: RecordedRequest, index: number) => Reply | Promise<Reply>
-export type Scripted = Reply | Handler
+export type Handler = ScriptedHandler<RecordedRequest, Reply>
+export type Scripted = ScriptedReply<RecordedRequest, Reply>
 
-export interface FakeGeminiUpstream {
+/** The engine's controls (script, pending, onRequest, reset, requests, close...) plus: */
+export interface FakeGeminiUpstream extends ScriptedUpstream<RecordedRequest, Reply> {
   /** "http://127.0.0.1:PORT" — the base URL a client appends /v1beta/models/... to. */
   origin: string
   /** "http://127.0.0.1:PORT/v1beta" — a base URL that already ends in /v1beta. */
   url: string
-  port: number
-  requests: RecordedRequest[]
-  openConnections(): number
-  /** Queue replies for the next requests, in order; when the queue is empty the handler answers. */
-  script(...replies: Scripted[]): void
-  pending(): number
-  onRequest(handler: Handler): void
-  reset(): void
-  close(): Promise<void>
 }
 
 export interface CallSpec {
@@ -305,123 +285,14 @@ function encodeChunk(item: SseChunk): string {
 }
 
 export function startFakeGeminiUpstream(): Promise<FakeGeminiUpstream> {
-  const kit = makeFakeServer()
-  const { sleep, gone, write, destroy } = kit
-  const requests: RecordedRequest[] = []
-  let queue: Scripted[] = []
-  let handler: Handler = defaultHandler
-
-  const writeSseHead = (res: ServerResponse, status: number, headers: Record<string, string> | undefined) => {
-    res.statusCode = status
-    res.setHeader("content-type", "text/event-stream")
-    res.setHeader("cache-control", "no-cache")
-    for (const [k, v] of Object.entries(headers ?? {})) res.setHeader(k, v)
-    res.flushHeaders()
-  }
-
-  const sendChunks = async (res: ServerResponse, items: SseChunk[], delayMs: number | undefined) => {
-    for (const item of items) {
-      if (delayMs !== undefined && delayMs > 0) await sleep(delayMs, res)
-      if (gone(res)) return
-      await write(res, encodeChunk(item))
-    }
-  }
-
-  const sendFixed = (res: ServerResponse, status: number, body: string, contentType: string, headers: Record<string, string> | undefined) => {
-    res.statusCode = status
-    res.setHeader("content-type", contentType)
-    res.setHeader("content-length", Buffer.byteLength(body))
-    for (const [k, v] of Object.entries(headers ?? {})) res.setHeader(k, v)
-    res.end(body)
-  }
-
-  const respond = async (req: IncomingMessage, res: ServerResponse, reply: Reply): Promise<void> => {
-    if (gone(res)) return
-    switch (reply.kind) {
-      case "json":
-        sendFixed(res, reply.status ?? 200, JSON.stringify(reply.body) ?? "null", "application/json; charset=UTF-8", reply.headers)
-        return
-      case "text":
-        sendFixed(res, reply.status ?? 200, reply.body, "text/plain; charset=utf-8", reply.headers)
-        return
-      case "sse":
-        writeSseHead(res, reply.status ?? 200, reply.headers)
-        await sendChunks(res, reply.chunks, reply.delayMs)
-        if (!gone(res)) res.end()
-        return
-      case "reset":
-        destroy(req, res)
-        return
-      case "resetAfter":
-        writeSseHead(res, 200, undefined)
-        await sendChunks(res, reply.chunks, reply.delayMs)
-        await sleep(10, res)
-        destroy(req, res)
-        return
-      case "stall":
-        await sleep(reply.ms, res)
-        destroy(req, res)
-        return
-    }
-  }
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const raw = await readBody(req)
-    let body: unknown = raw.length === 0 ? undefined : raw
-    if (raw.length > 0) {
-      try {
-        body = JSON.parse(raw)
-      } catch {
-        body = raw
-      }
-    }
-    const url = req.url ?? "/"
-    const q = url.indexOf("?")
-    const recorded: RecordedRequest = {
-      method: req.method ?? "GET",
-      path: q === -1 ? url : url.slice(0, q),
-      url,
-      query: Object.fromEntries(new URLSearchParams(q === -1 ? "" : url.slice(q + 1))),
-      headers: { ...req.headers },
-      body,
-      rawBody: raw
-    }
-    const index = requests.push(recorded) - 1
-    let reply: Reply
-    try {
-      const next = queue.shift()
-      if (next === undefined) reply = await handler(recorded, index)
-      else if (typeof next === "function") reply = await next(recorded, index)
-      else reply = next
-    } catch {
-      reply = geminiError(500, "INTERNAL", "fake upstream handler threw")
-    }
-    await respond(req, res, reply)
-  }
-
-  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
-    handle(req, res).catch(() => destroy(req, res))
-  }
-
-  return kit.listen(onRequest).then((port): FakeGeminiUpstream => {
-    const origin = `http://127.0.0.1:${port}`
-    return {
-      origin,
-      url: `${origin}/v1beta`,
-      port,
-      requests,
-      openConnections: kit.openConnections,
-      script: (...replies) => void queue.push(...replies),
-      pending: () => queue.length,
-      onRequest: (h) => {
-        handler = h
-      },
-      reset: () => {
-        requests.length = 0
-        queue = []
-        handler = defaultHandler
-      },
-      close: kit.close
-    }
+  return startScriptedServer<RecordedRequest, Reply, SseChunk>({
+    basePath: "/v1beta",
+    defaultHandler,
+    handlerFailed: () => geminiError(500, "INTERNAL", "fake upstream handler threw"),
+    sseItems: (reply) => reply.chunks,
+    encodeSseItem: encodeChunk,
+    sseContentType: "text/event-stream",
+    jsonContentType: "application/json; charset=UTF-8",
+    recordExtras: (_req, search) => ({ query: Object.fromEntries(new URLSearchParams(search)) })
   })
 }

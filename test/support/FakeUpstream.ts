@@ -10,30 +10,23 @@
  *   expect(up.requests[0].body).toMatchObject({ model: "gpt-4o" })
  *   await up.close()
  */
-import type { IncomingMessage, ServerResponse } from "node:http"
-import { makeFakeServer, readBody } from "./FakeServer.js"
+import { startScriptedServer, type FixedReply, type RecordedRequestBase, type ScriptedHandler, type ScriptedReply, type ScriptedUpstream } from "./FakeServer.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
 // ---------------------------------------------------------------------------------------------
 
-export interface RecordedRequest {
-  method: string
-  /** Path without the query string, e.g. "/v1/chat/completions". */
-  path: string
-  /** The raw request target including any query string. */
-  url: string
-  headers: Record<string, string | string[] | undefined>
+/** As FakeServer.ts records it (`path` is e.g. "/v1/chat/completions"), plus: */
+export interface RecordedRequest extends RecordedRequestBase {
   /** Parsed JSON when the content-type is JSON and the body parses; otherwise the raw string; undefined when empty. */
   body: unknown
-  rawBody: string
   /** Client port of the TCP connection that carried this request (to check connection reuse). */
   remotePort: number | undefined
 }
 
+/** json, text, reset and stall as in FakeServer.ts's FixedReply. */
 export type Reply =
-  | { kind: "json"; status?: number; body: unknown; headers?: Record<string, string> }
-  | { kind: "text"; status?: number; body: string; headers?: Record<string, string> }
+  | FixedReply
   | {
       kind: "sse"
       /** Each chunk is JSON.stringified into `data: ...\n\n` unless it is a string (written raw). */
@@ -45,38 +38,20 @@ export type Reply =
       status?: number
       headers?: Record<string, string>
     }
-  /** Destroy the socket before writing any byte of the response. */
-  | { kind: "reset" }
   /** Send SSE headers + these chunks (same encoding as "sse"), then destroy the socket. */
   | { kind: "resetAfter"; chunks: Array<unknown>; delayMs?: number }
-  /** Accept, never answer for `ms`, then destroy the socket. */
-  | { kind: "stall"; ms: number }
 
-export type Handler = (req: RecordedRequest, index: number) => Reply | Promise<Reply>
+export type Handler = ScriptedHandler<RecordedRequest, Reply>
 
 /** What `script` accepts: a fixed reply, or a handler used for exactly one request. */
-export type Scripted = Reply | Handler
+export type Scripted = ScriptedReply<RecordedRequest, Reply>
 
-export interface FakeUpstream {
+/** The engine's controls (script, pending, onRequest, reset, requests, close...) plus: */
+export interface FakeUpstream extends ScriptedUpstream<RecordedRequest, Reply> {
   /** "http://127.0.0.1:PORT/v1" — the base URL a client appends /chat/completions to. */
   url: string
   /** "http://127.0.0.1:PORT" */
   origin: string
-  port: number
-  /** Every request received, in order. */
-  requests: RecordedRequest[]
-  /** Currently open sockets. */
-  openConnections(): number
-  /** Queue replies for the next requests, in order; when the queue is empty the handler answers. */
-  script(...replies: Scripted[]): void
-  /** Number of scripted replies not yet consumed. */
-  pending(): number
-  /** Replace the default handler. */
-  onRequest(handler: Handler): void
-  /** Forget recorded requests, the script queue and any custom handler. */
-  reset(): void
-  /** Closes the server, cancels timers and destroys all sockets. Idempotent. */
-  close(): Promise<void>
 }
 
 export interface UsageSpec {
@@ -323,160 +298,20 @@ function isJsonContentType(ct: string | undefined): boolean {
 }
 
 export function startFakeUpstream(): Promise<FakeUpstream> {
-  const kit = makeFakeServer()
-  const { sleep, gone, write, destroy } = kit
-  const requests: RecordedRequest[] = []
-  let queue: Scripted[] = []
-  let handler: Handler = defaultHandler
-
-  const writeSseHead = (res: ServerResponse, status: number, headers: Record<string, string> | undefined) => {
-    res.statusCode = status
-    res.setHeader("content-type", "text/event-stream; charset=utf-8")
-    res.setHeader("cache-control", "no-cache")
-    res.setHeader("x-fake-upstream", "1")
-    for (const [k, v] of Object.entries(headers ?? {})) res.setHeader(k, v)
-    res.flushHeaders()
-  }
-
-  const sendChunks = async (res: ServerResponse, items: unknown[], delayMs: number | undefined) => {
-    for (const item of items) {
-      if (delayMs !== undefined && delayMs > 0) await sleep(delayMs, res)
-      if (gone(res)) return
-      await write(res, encodeSse(item))
-    }
-  }
-
-  const sendFixed = (
-    res: ServerResponse,
-    status: number,
-    body: string,
-    contentType: string,
-    headers: Record<string, string> | undefined,
-  ) => {
-    res.statusCode = status
-    res.setHeader("content-type", contentType)
-    res.setHeader("content-length", Buffer.byteLength(body))
-    res.setHeader("x-fake-upstream", "1")
-    for (const [k, v] of Object.entries(headers ?? {})) res.setHeader(k, v)
-    res.end(body)
-  }
-
-  const respond = async (req: IncomingMessage, res: ServerResponse, reply: Reply): Promise<void> => {
-    if (gone(res)) return
-    switch (reply.kind) {
-      case "json": {
-        sendFixed(res, reply.status ?? 200, JSON.stringify(reply.body) ?? "null", "application/json", reply.headers)
-        return
-      }
-      case "text": {
-        sendFixed(res, reply.status ?? 200, reply.body, "text/plain; charset=utf-8", reply.headers)
-        return
-      }
-      case "sse": {
-        writeSseHead(res, reply.status ?? 200, reply.headers)
-        await sendChunks(res, reply.chunks, reply.delayMs)
-        if (reply.done ?? true) {
-          if (reply.delayMs !== undefined && reply.delayMs > 0) await sleep(reply.delayMs, res)
-          if (gone(res)) return
-          await write(res, "data: [DONE]\n\n")
-        }
-        if (!gone(res)) res.end()
-        return
-      }
-      case "reset": {
-        destroy(req, res)
-        return
-      }
-      case "resetAfter": {
-        writeSseHead(res, 200, undefined)
-        await sendChunks(res, reply.chunks, reply.delayMs)
-        // Give the kernel a moment to hand the bytes to the peer before the RST/FIN.
-        await sleep(10, res)
-        destroy(req, res)
-        return
-      }
-      case "stall": {
-        await sleep(reply.ms, res)
-        destroy(req, res)
-        return
-      }
-      default: {
-        const never: never = reply
-        sendFixed(res, 500, JSON.stringify({ error: { message: `bad reply ${String(never)}`, type: "fake_upstream_error" } }), "application/json", undefined)
-      }
-    }
-  }
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const raw = await readBody(req, MAX_BODY_BYTES)
-    const ct = req.headers["content-type"]
-    let body: unknown = raw.length === 0 ? undefined : raw
-    if (raw.length > 0 && isJsonContentType(typeof ct === "string" ? ct : undefined)) {
-      try {
-        body = JSON.parse(raw)
-      } catch {
-        body = raw
-      }
-    }
-    const url = req.url ?? "/"
-    const q = url.indexOf("?")
-    const recorded: RecordedRequest = {
-      method: req.method ?? "GET",
-      path: q === -1 ? url : url.slice(0, q),
-      url,
-      headers: { ...req.headers },
-      body,
-      rawBody: raw,
-      remotePort: req.socket.remotePort,
-    }
-    const index = requests.push(recorded) - 1
-    let reply: Reply
-    try {
-      const next = queue.shift()
-      if (next === undefined) reply = await handler(recorded, index)
-      else if (typeof next === "function") reply = await next(recorded, index)
-      else reply = next
-    } catch (e) {
-      reply = openAiError(500, `fake upstream handler threw: ${e instanceof Error ? e.message : String(e)}`, "fake_upstream_error")
-    }
-    await respond(req, res, reply)
-  }
-
-  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
-    handle(req, res).catch(() => {
-      try {
-        if (!res.headersSent && !gone(res)) {
-          sendFixed(res, 500, JSON.stringify({ error: { message: "fake upstream failure", type: "fake_upstream_error" } }), "application/json", undefined)
-        } else {
-          destroy(req, res)
-        }
-      } catch {
-        destroy(req, res)
-      }
-    })
-  }
-
-  return kit.listen(onRequest).then((port): FakeUpstream => {
-      const origin = `http://127.0.0.1:${port}`
-      return {
-        url: `${origin}/v1`,
-        origin,
-        port,
-        requests,
-        openConnections: kit.openConnections,
-        script: (...replies) => {
-          queue.push(...replies)
-        },
-        pending: () => queue.length,
-        onRequest: (h) => {
-          handler = h
-        },
-        reset: () => {
-          requests.length = 0
-          queue = []
-          handler = defaultHandler
-        },
-        close: kit.close
-      }
+  return startScriptedServer<RecordedRequest, Reply, unknown>({
+    basePath: "/v1",
+    defaultHandler,
+    handlerFailed: (e) =>
+      openAiError(500, `fake upstream handler threw: ${e instanceof Error ? e.message : String(e)}`, "fake_upstream_error"),
+    sseItems: (reply) => reply.chunks,
+    encodeSseItem: encodeSse,
+    sseTrailer: (reply) => ((reply.done ?? true) ? "data: [DONE]\n\n" : undefined),
+    sseContentType: "text/event-stream; charset=utf-8",
+    jsonContentType: "application/json",
+    commonHeaders: { "x-fake-upstream": "1" },
+    jsonBody: isJsonContentType,
+    maxBodyBytes: MAX_BODY_BYTES,
+    recordExtras: (req) => ({ remotePort: req.socket.remotePort }),
+    failureBody: (message) => ({ error: { message, type: "fake_upstream_error" } })
   })
 }

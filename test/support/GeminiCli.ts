@@ -29,12 +29,10 @@
  * `dispose()` the whole group gets SIGKILL, and any process still carrying this run's marker
  * environment variable (commands the CLI started that left the group) is killed too.
  */
-import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
-import * as os from "node:os"
 import * as path from "node:path"
-import { markedPids as markedPidsOf, parseJsonLines, seedFiles, spawnCli } from "./CliProcess.js"
+import { describeCliRun, makeRunRegistry, minimalCliEnv, parseJsonLines, type CliRunProcess, type CliRunResult } from "./CliProcess.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -91,19 +89,14 @@ export interface GeminiCliJsonOutput {
 /** One `-o stream-json` line: {type:"init"|"message"|"tool_use"|"tool_result"|"error"|"result", ...}. */
 export type GeminiCliEvent = { type?: string; [key: string]: unknown }
 
-export interface GeminiCliResult {
+/** signal, timedOut, durationMs, stdout, stderr, workDir (CliProcess.ts), plus: */
+export interface GeminiCliResult extends CliRunResult {
   /**
    * Exit code; null when killed by a signal. An API error exits with its HTTP status mod 256
    * (500 -> 244, 400 -> 144, 429 -> 173); other failures: 1, or 41 auth / 42 input / 44 sandbox /
    * 52 config / 53 turn limit / 54 tool / 55 untrusted workspace / 130 cancelled.
    */
   exitCode: number | null
-  signal: NodeJS.Signals | null
-  /** True when the hard timeout killed it. */
-  timedOut: boolean
-  durationMs: number
-  stdout: string
-  stderr: string
   /**
    * `-o json`: the parsed output object, else undefined. On success it is stdout; on failure the CLI
    * prints `{session_id, error:{type,message,code}}` to stderr (stdout empty) and that is parsed.
@@ -118,8 +111,6 @@ export interface GeminiCliResult {
   responseText: string | undefined
   /** `output.error` (json) or the `result` event's error (stream-json), if any. */
   error: { type?: string; message?: string; [key: string]: unknown } | undefined
-  /** The cwd the CLI ran in; kept until `dispose()`. */
-  workDir: string
 }
 
 export interface GeminiCliRun extends GeminiCliResult {
@@ -127,17 +118,10 @@ export interface GeminiCliRun extends GeminiCliResult {
   dispose(): Promise<void>
 }
 
-export interface GeminiCliProcess {
-  readonly pid: number | undefined
-  readonly workDir: string
+/** pid, workDir, result, kill(), dispose() (CliProcess.ts), plus: */
+export interface GeminiCliProcess extends CliRunProcess<GeminiCliRun> {
   /** The temp HOME (`.gemini/settings.json`, session files); removed as soon as the CLI exits. */
   readonly home: string
-  /** Resolves when the process has exited (never rejects; a spawn error shows up as exitCode null + stderr). */
-  readonly result: Promise<GeminiCliRun>
-  /** SIGKILL the process group (and marked stragglers) now. */
-  kill(): void
-  /** Kill, wait for exit, remove all temp dirs. Idempotent. */
-  dispose(): Promise<void>
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -197,19 +181,13 @@ export const mergeSettings = (base: Record<string, unknown>, over: Record<string
 // Process bookkeeping
 // ---------------------------------------------------------------------------------------------
 
-const MARKER = "LLMGW_GEMINI_CLI_TEST_RUN"
-const live = new Set<GeminiCliProcess>()
-const runIds = new Set<string>()
-
-const markedPids = (id: string): number[] => markedPidsOf(MARKER, id)
+const runs = makeRunRegistry("LLMGW_GEMINI_CLI_TEST_RUN")
 
 /** Dispose every Gemini CLI process/run this module started and not yet disposed (for afterEach/afterAll). */
-export const disposeAllGeminiCli = async (): Promise<void> => {
-  await Promise.all([...live].map((p) => p.dispose()))
-}
+export const disposeAllGeminiCli = (): Promise<void> => runs.disposeAll()
 
 /** Any process of any run still alive? (Linux; for asserting hygiene in tests.) */
-export const liveGeminiCliPids = (): number[] => [...runIds].flatMap((id) => markedPids(id))
+export const liveGeminiCliPids = (): number[] => runs.livePids()
 
 // ---------------------------------------------------------------------------------------------
 // Output parsing
@@ -253,15 +231,10 @@ const streamAnswer = (events: GeminiCliEvent[]): string | undefined => {
 
 /** Start the CLI and return at once (to kill it mid-run, or to run several at a time). */
 export const startGeminiCli = (options: GeminiCliOptions): GeminiCliProcess => {
-  const id = randomUUID()
-  runIds.add(id)
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "gemini-cli-test-"))
-  const home = path.join(root, "home")
-  const tmp = path.join(root, "tmp")
+  const run = runs.begin("gemini-cli", options.files)
+  const { root, home, tmp } = run
   const geminiDir = path.join(home, ".gemini")
-  for (const dir of [home, tmp, geminiDir]) fs.mkdirSync(dir, { recursive: true })
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "gemini-cli-work-"))
-  seedFiles(workDir, options.files)
+  fs.mkdirSync(geminiDir, { recursive: true })
   fs.writeFileSync(
     path.join(geminiDir, "settings.json"),
     JSON.stringify(mergeSettings(defaultGeminiCliSettings(), options.settings), null, 2) + "\n"
@@ -269,23 +242,14 @@ export const startGeminiCli = (options: GeminiCliOptions): GeminiCliProcess => {
   const outputFormat = options.outputFormat ?? "json"
 
   const env: Record<string, string> = {
-    PATH: [path.dirname(process.execPath), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].join(":"),
-    HOME: home,
-    TMPDIR: tmp,
-    SHELL: "/bin/bash",
-    LANG: "C.UTF-8",
-    LC_ALL: "C.UTF-8",
-    TERM: "dumb",
-    NO_COLOR: "1",
-    NO_PROXY: "*",
-    no_proxy: "*",
+    ...minimalCliEnv({ home, tmp, shell: "/bin/bash" }),
     GEMINI_API_KEY: options.apiKey ?? DEFAULT_GEMINI_CLI_KEY,
     GOOGLE_GEMINI_BASE_URL: options.baseUrl.replace(/\/+$/, ""),
     GEMINI_CLI_TRUST_WORKSPACE: "true",
     // machine-wide settings (/etc/gemini-cli/settings.json, system-defaults.json) must not apply
     GEMINI_CLI_SYSTEM_SETTINGS_PATH: path.join(root, "system-settings.json"),
     GEMINI_CLI_SYSTEM_DEFAULTS_PATH: path.join(root, "system-defaults.json"),
-    [MARKER]: id,
+    [runs.marker]: run.id,
     ...options.env
   }
 
@@ -300,30 +264,18 @@ export const startGeminiCli = (options: GeminiCliOptions): GeminiCliProcess => {
     options.prompt
   ]
 
-  const run = spawnCli({
-    command: process.execPath,
-    args,
-    cwd: workDir,
-    env,
-    marker: MARKER,
-    id,
-    timeoutMs: options.timeoutMs ?? DEFAULT_GEMINI_CLI_TIMEOUT_MS,
-    ...(options.echoStderr !== undefined ? { echoStderr: options.echoStderr } : {}),
-    tag: "GeminiCli.ts",
-    root,
-    workDir
-  })
-  const handle: GeminiCliProcess = {
-    pid: run.pid,
-    workDir,
-    home,
-    kill: run.kill,
-    dispose: () =>
-      run.dispose().then(() => {
-        live.delete(handle)
-        runIds.delete(id)
-      }),
-    result: run.exited.then((exit): GeminiCliRun => {
+  return runs.start(
+    {
+      run,
+      command: process.execPath,
+      args,
+      env,
+      timeoutMs: options.timeoutMs ?? DEFAULT_GEMINI_CLI_TIMEOUT_MS,
+      echoStderr: options.echoStderr,
+      tag: "GeminiCli.ts"
+    },
+    { home },
+    (exit) => {
       // on failure the `{session_id, error}` object goes to stderr (after a stack trace), stdout stays empty
       const output =
         outputFormat === "json" ? (parseGeminiJsonOutput(exit.stdout) ?? parseGeminiJsonOutput(exit.stderr)) : undefined
@@ -345,24 +297,9 @@ export const startGeminiCli = (options: GeminiCliOptions): GeminiCliProcess => {
           : isPlainObject(resultEvent?.error)
             ? (resultEvent.error as GeminiCliResult["error"])
             : undefined
-      return {
-        exitCode: exit.code,
-        signal: exit.signal,
-        timedOut: exit.timedOut,
-        durationMs: exit.durationMs,
-        stdout: exit.stdout,
-        stderr: exit.stderr,
-        output,
-        events,
-        responseText,
-        error,
-        workDir,
-        dispose: () => handle.dispose()
-      }
-    })
-  }
-  live.add(handle)
-  return handle
+      return { output, events, responseText, error }
+    }
+  )
 }
 
 /** Run the CLI to completion (or the hard timeout). The work dir is kept until `dispose()`. */
@@ -373,6 +310,4 @@ export const runGeminiCli = (options: GeminiCliOptions): Promise<GeminiCliRun> =
 // ---------------------------------------------------------------------------------------------
 
 /** A one-paragraph description of a run for assertion messages. */
-export const describeGeminiCliRun = (run: GeminiCliResult): string =>
-  `gemini exit=${run.exitCode} signal=${run.signal} timedOut=${run.timedOut} ${run.durationMs}ms\n` +
-  `--- stdout ---\n${run.stdout.slice(-4000)}\n--- stderr ---\n${run.stderr.slice(-4000)}`
+export const describeGeminiCliRun = (run: GeminiCliResult): string => describeCliRun("gemini", run)
