@@ -6,14 +6,17 @@ import type { Route } from "./http/Route.js"
 import { GatewayServer, serverLayer } from "./http/Server.js"
 import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
+import { usageRoutes } from "./protocols/gateway/Usage.js"
 import { geminiRoutes } from "./protocols/gemini/Routes.js"
 import { messagesRoutes } from "./protocols/messages/Routes.js"
 import { responsesRoutes } from "./protocols/responses/Routes.js"
+import { filesRoutes } from "./protocols/files/Routes.js"
 import { AnthropicProviderFactory } from "./providers/anthropic/AnthropicProvider.js"
 import { GeminiProviderFactory } from "./providers/gemini/GeminiProvider.js"
 import { MockProviderFactory } from "./providers/mock/MockProvider.js"
 import { OpenAiProviderFactory } from "./providers/openai/OpenAiProvider.js"
 import { Catalog } from "./services/Catalog.js"
+import { FileStore } from "./services/FileStore.js"
 import { HttpUpstream } from "./services/HttpUpstream.js"
 import { ItemMemory } from "./services/ItemMemory.js"
 import { KeyStore } from "./services/KeyStore.js"
@@ -22,6 +25,7 @@ import { ModelRunner } from "./services/ModelRunner.js"
 import { ProviderClient, ProviderFactories } from "./services/ProviderClient.js"
 import { RemoteFiles } from "./services/RemoteFiles.js"
 import { ResponseStore } from "./services/ResponseStore.js"
+import { UsageLog } from "./services/Usage.js"
 import { databaseLayer } from "./sql/Database.js"
 
 /** Provider factories: one per provider type. A new provider type is one more entry. */
@@ -41,11 +45,13 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const base = Layer.mergeAll(settings, KeyStore.layer(config), Catalog.layer(config), Log.layer(config.accessLog))
   const limits = Limits.layer(config).pipe(Layer.provide(base))
   const providerClient = providers ?? ProviderClient.layer(config.providers).pipe(Layer.provide(factoriesLayer))
-  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient)))
   const database = databaseLayer(config.dataDir)
+  const usage = UsageLog.layer(config.usage.enabled).pipe(Layer.provide(Layer.merge(database, base)))
+  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage)))
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
+  const fileStore = FileStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const remoteFiles = RemoteFiles.layer.pipe(Layer.provide(settings))
-  return Layer.mergeAll(base, limits, providerClient, runner, database, responseStore, ItemMemory.layer(), remoteFiles)
+  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, responseStore, fileStore, ItemMemory.layer(), remoteFiles)
 }
 
 /** Every route of the gateway. */
@@ -55,6 +61,8 @@ const allRoutes = Effect.gen(function* () {
   routes.push(...(yield* responsesRoutes))
   routes.push(...(yield* messagesRoutes))
   routes.push(...(yield* geminiRoutes))
+  routes.push(...(yield* filesRoutes))
+  routes.push(...(yield* usageRoutes))
   routes.push(...(yield* probeRoutes(() => routes.filter((r) => typeof r.path === "string").map((r) => ({ method: r.method, path: r.path as string })))))
   return routes
 })
@@ -75,7 +83,7 @@ export interface ServeOptions {
 
 /** The whole gateway: services, the HTTP server on the configured address, and the edge. Outputs its bound address. */
 export const gatewayLayer = (config: GatewayConfig, options: ServeOptions = {}) => {
-  const server = Layer.unwrapEffect(
+  const server = Layer.unwrapScoped(
     Effect.gen(function* () {
       const handlerFor = yield* makeEdge(yield* allRoutes)
       return serverLayer(

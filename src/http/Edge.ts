@@ -121,6 +121,20 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
 
     return (port: number) => {
       const hosts = allowedHosts(config.listen.host, port, config.listen.hosts)
+      const listenOrigin = `http://${config.listen.host.includes(":") && !config.listen.host.startsWith("[") ? `[${config.listen.host}]` : config.listen.host}:${port}`
+      /** the origin callers reach the gateway at (URLs in answers: upload URLs, file uris) */
+      const originOf = (headers: Headers): string => {
+        if (config.listen.trustProxy) {
+          const forwardedHost = headers["x-forwarded-host"]?.split(",")[0].trim()
+          const forwardedProto = headers["x-forwarded-proto"]?.split(",")[0].trim().toLowerCase()
+          if (forwardedHost !== undefined && forwardedHost !== "" && /^[A-Za-z0-9.:[\]-]+$/.test(forwardedHost)) {
+            return `${forwardedProto === "https" ? "https" : "http"}://${forwardedHost}`
+          }
+        }
+        const host = headers["host"]
+        if (hosts === undefined && host !== undefined && /^[A-Za-z0-9.:[\]-]+$/.test(host)) return `http://${host}`
+        return listenOrigin
+      }
 
       return (incoming: IncomingMessage, response: ServerResponse): Effect.Effect<void> =>
         Effect.suspend(() => {
@@ -171,9 +185,8 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
             if (!rawPath.startsWith("/") || /[\s\u0000-\u001f]/.test(rawPath)) {
               return Errors.invalidRequest("invalid_request_target", "The request target is not a valid URL path")
             }
-            let path: string
             try {
-              path = decodeURI(rawPath)
+              decodedPath = decodeURI(rawPath)
             } catch {
               return Errors.invalidRequest("invalid_request_target", "The request target has invalid percent-encoding")
             }
@@ -194,6 +207,9 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
                 }
               } else {
                 const candidates = presentedKeys(family, headers, query)
+                keyPresented = candidates.length > 0
+                // an upload chunk with no key at all: its upload URL is the credential, the handler checks it
+                if (candidates.length === 0 && route?.route.auth === "upload") return settleMatched(route, noPrincipal)
                 // Gemini reads the first key present; Messages tries x-api-key when the bearer is not a key
                 let found: Option.Option<Principal> = Option.none()
                 for (const key of family === "gemini" ? candidates.slice(0, 1) : candidates) {
@@ -204,13 +220,20 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
                 principal = found.value
               }
             }
+            return settleMatched(matched, principal)
+          }
+
+          let keyPresented = false
+          let decodedPath = rawPath
+
+          const settleMatched = (matched: Match, principal: Principal): GatewayError | RequestContext => {
             if (matched === undefined) {
               // Gemini clients build paths themselves: name the shape they should have used
               const expected = family === "gemini" && !rawPath.startsWith("/upload/") ? "; model requests take the form /v1beta/models/{model}:generateContent" : ""
-              return Errors.notFound("not_found", `No route for ${method} ${path}${expected}`)
+              return Errors.notFound("not_found", `No route for ${method} ${decodedPath}${expected}`)
             }
             if (!("route" in matched)) {
-              return Errors.methodNotAllowed("method_not_allowed", `Method ${method} is not allowed on ${path}; allowed: ${matched.allowed.join(", ")}`, {
+              return Errors.methodNotAllowed("method_not_allowed", `Method ${method} is not allowed on ${decodedPath}; allowed: ${matched.allowed.join(", ")}`, {
                 param: matched.allowed.join(", ")
               })
             }
@@ -220,14 +243,17 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
             const settings = catalog.app(principal.app)
             return {
               requestId,
+              route: matched.route.label,
               family,
               method,
-              path,
+              path: decodedPath,
               query,
               headers,
               params: matched.params,
               principal,
+              keyPresented,
               app: settings,
+              origin: originOf(headers),
               idHeaders,
               incoming,
               response,

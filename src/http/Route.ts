@@ -11,12 +11,19 @@ export type RouteAuth =
   | "key"
   /** probes and the discovery page */
   | "public"
+  /**
+   * resumable upload chunks: a presented key is checked as usual; with no key at all the handler
+   * decides (the upload URL is the credential of its chunks)
+   */
+  | "upload"
 
 export type Headers = Readonly<Record<string, string | undefined>>
 
 /** Everything a handler knows about its request, settled by the edge. */
 export interface RequestContext {
   readonly requestId: string
+  /** the matched route's label (logs, metrics, usage) */
+  readonly route: string
   readonly family: Family
   readonly method: string
   /** percent-decoded path */
@@ -26,7 +33,15 @@ export interface RequestContext {
   /** path parameters of the matched route */
   readonly params: Readonly<Record<string, string>>
   readonly principal: Principal
+  /** whether the request presented any key (false on a keyless gateway and on a key-less upload chunk) */
+  readonly keyPresented: boolean
   readonly app: AppSettings
+  /**
+   * the origin callers reach this gateway at, for URLs in answers: the public origin a trusted
+   * proxy names (`listen.trustProxy`), else the request's Host on a wildcard listener, else the
+   * listen address
+   */
+  readonly origin: string
   /** request id headers, for handlers that write the response themselves */
   readonly idHeaders: Readonly<Record<string, string>>
   readonly incoming: IncomingMessage
@@ -77,4 +92,17 @@ export interface Route {
   readonly handler: Handler
   /** label used in logs and metrics instead of the URL */
   readonly label: string
+}
+
+const USER = /^[A-Za-z0-9._@:-]{1,64}$/
+
+/**
+ * Who makes a model call, for its usage record: the key, the protocol family, the route, and the
+ * user (header `x-gateway-user`, else the request's own user field), kept only when it has the
+ * format the usage filter accepts.
+ */
+export const callerOf = (ctx: RequestContext, requestUser?: string | null) => {
+  const given = ctx.headers["x-gateway-user"] ?? requestUser ?? undefined
+  const user = given !== undefined && USER.test(given) ? given : undefined
+  return { keyId: ctx.principal.keyId, protocol: ctx.family, route: ctx.route, ...(user !== undefined ? { user } : {}) }
 }

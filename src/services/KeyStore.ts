@@ -32,6 +32,8 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
     readonly authenticate: (key: string) => Option.Option<Principal>
     /** whether the admin key was presented */
     readonly isAdmin: (key: string) => boolean
+    /** whether an admin key is configured */
+    readonly hasAdmin: boolean
     /** no keys configured on a loopback listener: requests need no credential */
     readonly keyless: boolean
     /** app names that hold a configured key */
@@ -60,6 +62,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
     return KeyStore.of({
       authenticate,
       isAdmin: (key) => admin !== undefined && timingSafeEqual(admin, digest(key)),
+      hasAdmin: admin !== undefined,
       keyless,
       configApps,
       apps: () => appList

@@ -1,11 +1,12 @@
 import { Chunk, Context, Effect, Layer, Option, Scope, Stream } from "effect"
 import { Settings } from "../Config.js"
-import { samplingParamNames, type CanonicalRequest, type ModelEvent, type Sampling } from "../domain/Canonical.js"
+import { emptyUsage, samplingParamNames, type CanonicalRequest, type ModelEvent, type Sampling, type Usage } from "../domain/Canonical.js"
 import { Errors, toGatewayError, type GatewayError, UpstreamError } from "../domain/Errors.js"
 import { Ids } from "../domain/Ids.js"
 import { Catalog, type AppSettings, type ResolveOptions } from "./Catalog.js"
 import { Limits } from "./Limits.js"
 import { neverSent, ProviderClient, type ProviderTarget } from "./ProviderClient.js"
+import { UsageLog, type Caller } from "./Usage.js"
 
 /** A model call that has produced its first event: nothing has been sent to the client yet. */
 export interface StartedRun {
@@ -26,6 +27,8 @@ export interface CompletedRun {
 }
 
 export interface RunOptions {
+  /** who calls, for the usage record (no record without it) */
+  readonly caller?: Caller
   readonly model: string
   readonly request: CanonicalRequest
   readonly app: AppSettings
@@ -82,6 +85,32 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const catalog = yield* Catalog
       const limits = yield* Limits
       const providers = yield* ProviderClient
+      const usageLog = yield* UsageLog
+
+      /** One usage record for a finished (or failed) call. */
+      const record = (
+        options: RunOptions,
+        clock: { readonly at: number; readonly t0: number },
+        outcome: { readonly target?: ProviderTarget; readonly sessionId?: string; readonly status: string; readonly usage?: Usage; readonly ttftMs?: number }
+      ) => {
+        const caller = options.caller
+        if (caller === undefined || !usageLog.enabled) return
+        usageLog.record({
+          time: clock.at,
+          app: options.app.name,
+          ...(caller.user !== undefined ? { user: caller.user } : options.request.user !== undefined ? { user: options.request.user } : {}),
+          keyId: caller.keyId,
+          protocol: caller.protocol,
+          route: caller.route,
+          requestedModel: options.model,
+          ...(outcome.target !== undefined ? { model: outcome.target.id, provider: outcome.target.provider } : {}),
+          ...(outcome.sessionId !== undefined ? { sessionId: outcome.sessionId } : {}),
+          status: outcome.status,
+          usage: outcome.usage ?? emptyUsage,
+          latencyMs: Math.round((performance.now() - clock.t0) * 100) / 100,
+          ...(outcome.ttftMs !== undefined ? { ttftMs: outcome.ttftMs } : {})
+        })
+      }
       // built only when it happens: constructing an error validates its fields and captures a stack
       const timeout = () => Errors.timeout("timeout", `The request ran past ${config.requestTimeoutMs} ms`)
 
@@ -91,8 +120,9 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         return system === options.request.system ? options : { ...options, request: { ...options.request, system } }
       }
 
-      const start = (given: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> =>
-        Effect.gen(function* () {
+      const start = (given: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> => {
+        const clock = { at: Date.now(), t0: performance.now() }
+        return Effect.gen(function* () {
           const options = withSystem(given)
           const resolved = yield* catalog.resolve(options.model, options.app, options.resolve)
           yield* limits.modelSlot
@@ -110,10 +140,11 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             const pull = yield* Stream.toPull(upstream)
             const attempt = yield* firstChunk(pull).pipe(Effect.either)
             if (attempt._tag === "Right") {
+              const sessionId = Ids.session()
               const events = Stream.concat(Stream.fromChunk(attempt.right), Stream.repeatEffectChunkOption(pull)).pipe(
                 Stream.mapError((e) => toGatewayError(e))
               )
-              return { target, sessionId: Ids.session(), droppedParams: dropped, events }
+              return { target, sessionId, droppedParams: dropped, events: tracked(given, clock, target, sessionId, events) }
             }
             const error = attempt.left
             if (error._tag === "GatewayError") return yield* error
@@ -121,13 +152,38 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             lastError = error
           }
           return yield* toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" }))
-        })
+        }).pipe(Effect.tapError((error) => Effect.sync(() => record(given, clock, { status: error.code }))))
+      }
+
+      /** A started run's events, recording its usage when the stream ends, fails or is cancelled. */
+      const tracked = (
+        options: RunOptions,
+        clock: { readonly at: number; readonly t0: number },
+        target: ProviderTarget,
+        sessionId: string,
+        events: Stream.Stream<ModelEvent, GatewayError>
+      ): Stream.Stream<ModelEvent, GatewayError> => {
+        if (options.caller === undefined || !usageLog.enabled) return events
+        const ttftMs = Math.round((performance.now() - clock.t0) * 100) / 100
+        let usage: Usage | undefined
+        let status = "cancelled"
+        return events.pipe(
+          Stream.mapChunks((chunk) => {
+            for (const event of chunk) if (event._tag === "Usage") usage = event.usage
+            return chunk
+          }),
+          Stream.tapError((error) => Effect.sync(() => void (status = error.code))),
+          Stream.concat(Stream.execute(Effect.sync(() => void (status = "ok")))),
+          Stream.ensuring(Effect.sync(() => record(options, clock, { target, sessionId, status, ttftMs, ...(usage !== undefined ? { usage } : {}) })))
+        )
+      }
 
       // no Scope and no timer fiber here: the slot is held with acquireUseRelease and the provider
       // enforces the deadline itself (an AbortSignal timer on the upstream request)
       const complete = (given: RunOptions): Effect.Effect<CompletedRun, GatewayError> => {
         const options = withSystem(given)
-        return Effect.flatMap(catalog.resolve(options.model, options.app, options.resolve), (resolved) =>
+        const clock = { at: Date.now(), t0: performance.now() }
+        const run = Effect.flatMap(catalog.resolve(options.model, options.app, options.resolve), (resolved) =>
           limits.withModelSlot(
             Effect.suspend(() => {
               if (options.deadline - Date.now() <= 0) return Effect.fail(timeout())
@@ -148,6 +204,18 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
               return attempt(0, undefined)
             })
           )
+        )
+        if (given.caller === undefined || !usageLog.enabled) return run
+        return run.pipe(
+          Effect.tapBoth({
+            onFailure: (error) => Effect.sync(() => record(given, clock, { status: error.code })),
+            onSuccess: (done) =>
+              Effect.sync(() => {
+                let usage: Usage | undefined
+                for (const event of done.events) if (event._tag === "Usage") usage = event.usage
+                record(given, clock, { target: done.target, sessionId: done.sessionId, status: "ok", ...(usage !== undefined ? { usage } : {}) })
+              })
+          })
         )
       }
 

@@ -249,7 +249,7 @@ describe("edge on a keyless loopback gateway", () => {
     it("unknown Messages and Gemini paths are 404 in their envelopes", async () => {
       expectMessages(await call(gw, "GET", "/v1/messages/nope"), 404, "not_found_error")
       expectGemini(await call(gw, "GET", "/v1beta/nope"), 404, "NOT_FOUND")
-      expectGemini(await call(gw, "POST", "/upload/v1beta/files", { headers: jsonType, body: "{}" }), 404, "NOT_FOUND")
+      expectGemini(await call(gw, "POST", "/upload/v1beta/nope", { headers: jsonType, body: "{}" }), 404, "NOT_FOUND")
       await expectServing(gw)
     })
   })
@@ -438,8 +438,9 @@ describe("edge with keys configured", () => {
       }
       const q = await call(gw, "POST", `${path}?key=${KEY}`, { headers: jsonType, body })
       expect(q.status).toBe(200)
+      // past authentication: refused for its missing upload protocol headers, not for its key
       const upload = await call(gw, "POST", "/upload/v1beta/files", { headers: { ...jsonType, "x-goog-api-key": KEY }, body: "{}" })
-      expectGemini(upload, 404, "NOT_FOUND")
+      expectGemini(upload, 400, "INVALID_ARGUMENT")
       await expectServing(gw, bearer())
     })
 

@@ -2,6 +2,7 @@ import { Effect } from "effect"
 import type { AssistantPart, CanonicalRequest, Message, TextPart, ToolChoice, ToolDefinition, ToolResultPart, UserPart } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { respondToolName } from "../../domain/Structured.js"
+import { fileNotFound, type FileRef, type ResolvedFiles } from "../FileParts.js"
 import type { ChatMessage, ChatRequest, CompletionRequest, UserPart as WireUserPart } from "./Schema.js"
 
 /** Translation of a decoded chat-completions request into the canonical request. */
@@ -10,7 +11,19 @@ const textOf = (content: string | ReadonlyArray<{ readonly text: string }>) => (
 
 const dataUrlType = (url: string): string | undefined => /^data:([^;,]+)[;,]/.exec(url)?.[1]
 
-const userPart = (part: WireUserPart, at: string): Effect.Effect<UserPart, GatewayError> => {
+/** Every stored file a chat request names (`file` parts with `file.file_id`), to resolve before decoding. */
+export const chatFileRefs = (wire: ChatRequest): Array<FileRef> => {
+  const refs: Array<FileRef> = []
+  wire.messages.forEach((m, i) => {
+    if (m.role !== "user" || typeof m.content === "string") return
+    m.content.forEach((p, j) => {
+      if (p.type === "file" && p.file.file_id !== undefined) refs.push({ id: p.file.file_id, param: `messages.${i}.content.${j}.file.file_id` })
+    })
+  })
+  return refs
+}
+
+const userPart = (part: WireUserPart, at: string, files: ResolvedFiles): Effect.Effect<UserPart, GatewayError> => {
   switch (part.type) {
     case "text":
       return Effect.succeed({ type: "text", text: part.text })
@@ -23,7 +36,9 @@ const userPart = (part: WireUserPart, at: string): Effect.Effect<UserPart, Gatew
       })
     case "file": {
       if (part.file.file_id !== undefined) {
-        return Effect.fail(Errors.notFound("invalid_request_error", `No such File object: ${part.file.file_id}`, { param: `${at}.file.file_id` }))
+        // any stored file: image as an image part, PDF as a file part, text as text
+        const stored = files.get(part.file.file_id)
+        return stored === undefined ? Effect.fail(fileNotFound("openai", part.file.file_id, `${at}.file.file_id`)) : Effect.succeed(stored.part)
       }
       const data = part.file.file_data
       if (data === undefined) return Effect.fail(Errors.invalidRequest("invalid_request_error", `${at}.file: needs file_id or file_data`, { param: `${at}.file` }))
@@ -36,7 +51,7 @@ const userPart = (part: WireUserPart, at: string): Effect.Effect<UserPart, Gatew
   }
 }
 
-const toMessages = (wire: ReadonlyArray<ChatMessage>): Effect.Effect<{ system: Array<TextPart>; messages: Array<Message> }, GatewayError> =>
+const toMessages = (wire: ReadonlyArray<ChatMessage>, files: ResolvedFiles): Effect.Effect<{ system: Array<TextPart>; messages: Array<Message> }, GatewayError> =>
   Effect.gen(function* () {
     const system: Array<TextPart> = []
     const messages: Array<Message> = []
@@ -53,7 +68,7 @@ const toMessages = (wire: ReadonlyArray<ChatMessage>): Effect.Effect<{ system: A
           const parts: Array<UserPart> =
             typeof m.content === "string"
               ? [{ type: "text", text: m.content }]
-              : yield* Effect.forEach(m.content, (p, j) => userPart(p, `${at}.content.${j}`))
+              : yield* Effect.forEach(m.content, (p, j) => userPart(p, `${at}.content.${j}`, files))
           messages.push({ role: "user", parts })
           break
         }
@@ -123,13 +138,17 @@ export interface DecodedChat {
 }
 
 /** Decode a chat-completions request; `maxChoices` bounds `n`; `maxTools` bounds the tools. */
-export const decodeChat = (wire: ChatRequest, limits: { readonly maxChoices: number; readonly maxTools: number }): Effect.Effect<DecodedChat, GatewayError> =>
+export const decodeChat = (
+  wire: ChatRequest,
+  limits: { readonly maxChoices: number; readonly maxTools: number },
+  files: ResolvedFiles = new Map()
+): Effect.Effect<DecodedChat, GatewayError> =>
   Effect.gen(function* () {
     const n = wire.n ?? 1
     if (n > limits.maxChoices) {
       return yield* Errors.invalidRequest("invalid_request_error", `n: at most ${limits.maxChoices} choices are allowed`, { param: "n" })
     }
-    const { messages, system } = yield* toMessages(wire.messages)
+    const { messages, system } = yield* toMessages(wire.messages, files)
     const tools = yield* toTools(wire)
     if (tools.length > limits.maxTools) {
       return yield* Errors.invalidRequest("too_many_tools", `tools: at most ${limits.maxTools} tools are allowed`, { param: "tools" })

@@ -4,14 +4,15 @@ import { addUsage, emptyUsage, foldEvents, type Answer } from "../../domain/Cano
 import { type GatewayError } from "../../domain/Errors.js"
 import { Ids } from "../../domain/Ids.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
-import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { writeStream } from "../../http/Writer.js"
 import { Catalog } from "../../services/Catalog.js"
 import { ModelRunner } from "../../services/ModelRunner.js"
 import { decodeBody } from "../Decode.js"
 import { messagesModelPage } from "../messages/Models.js"
 import { holdStructured } from "../HeldBack.js"
-import { decodeChat, decodeCompletion, type DecodedChat } from "./Decode.js"
+import { makeFileResolver } from "../FileParts.js"
+import { chatFileRefs, decodeChat, decodeCompletion, type DecodedChat } from "./Decode.js"
 import * as Encode from "./Encode.js"
 import { ChatRequest, CompletionRequest } from "./Schema.js"
 
@@ -38,12 +39,19 @@ const makeHandler = (legacy: boolean) =>
   Effect.gen(function* () {
     const config = yield* Settings
     const runner = yield* ModelRunner
+    const resolveFiles = yield* makeFileResolver
     return (ctx: RequestContext) =>
       Effect.gen(function* () {
         const body = yield* ctx.json
         const decoded = legacy
           ? yield* decodeCompletionBody(body).pipe(Effect.flatMap((wire) => decodeCompletion(wire, { maxChoices: ctx.app.maxChoices })))
-          : yield* decodeChatBody(body).pipe(Effect.flatMap((wire) => decodeChat(wire, { maxChoices: ctx.app.maxChoices, maxTools: config.maxTools })))
+          : yield* decodeChatBody(body).pipe(
+              Effect.flatMap((wire) =>
+                Effect.flatMap(resolveFiles(ctx.principal.app, chatFileRefs(wire), "openai"), (files) =>
+                  decodeChat(wire, { maxChoices: ctx.app.maxChoices, maxTools: config.maxTools }, files)
+                )
+              )
+            )
         const model = (body as { model: string }).model
         const request = withRespondTool(decoded.request)
         const meta: Encode.ChatMeta = {
@@ -52,11 +60,13 @@ const makeHandler = (legacy: boolean) =>
           model,
           reasoningOutput: ctx.app.reasoningOutput
         }
-        const start = runner.start({ model, request, app: ctx.app, deadline: ctx.deadline, resolve: reasoningResolve(decoded) })
+        const safetyId = (body as { safety_identifier?: unknown }).safety_identifier
+        const caller = callerOf(ctx, request.user ?? (typeof safetyId === "string" ? safetyId : undefined))
+        const start = runner.start({ caller, model, request, app: ctx.app, deadline: ctx.deadline, resolve: reasoningResolve(decoded) })
         const indexes = Array.from({ length: decoded.n }, (_, i) => i)
 
         if (!decoded.request.stream) {
-          const complete = runner.complete({ model, request, app: ctx.app, deadline: ctx.deadline, resolve: reasoningResolve(decoded) })
+          const complete = runner.complete({ caller, model, request, app: ctx.app, deadline: ctx.deadline, resolve: reasoningResolve(decoded) })
           const runs = yield* Effect.forEach(indexes, () => complete, { concurrency: decoded.n > 1 ? "unbounded" : 1 })
           const results: Array<{ readonly answer: Answer; readonly fallback: boolean }> = []
           for (const run of runs) results.push(yield* structuredAnswer(foldEvents(run.events), decoded))

@@ -3,6 +3,7 @@ import type { AssistantPart, CanonicalRequest, Message, Sampling, StructuredOutp
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { respondToolName } from "../../domain/Structured.js"
 import { decodeAt } from "../Decode.js"
+import type { FileRef, ResolvedFiles } from "../FileParts.js"
 import type { RemotePart } from "../RemoteParts.js"
 import { pairCalls } from "./Pairing.js"
 import { Content, FileData, FunctionCall, FunctionDeclaration, FunctionResponse, InlineData, refusedPartKinds, refusedToolKinds, type GenerateContentRequest } from "./Schema.js"
@@ -37,18 +38,30 @@ export const normalizeBase64 = (data: string): string | undefined => {
 
 const isHttpUrl = (uri: string) => /^https?:\/\//i.test(uri)
 
-/** Every http(s) `fileData.fileUri` in the contents, to fetch before `decodeGemini`. */
-export const remoteFileUris = (contents: ReadonlyArray<unknown>): Array<string> => {
-  const uris = new Set<string>()
-  for (const content of contents) {
+/** The stored file a `fileUri` names: `files/<hex>`, or the `uri` of an upload to this gateway. */
+export const storedFileId = (uri: string, origin: string): string | undefined => {
+  const name = /^files\/([0-9a-f]{32})$/.exec(uri)
+  if (name !== null) return `file-${name[1]}`
+  const upload = /^(https?:\/\/[^/]+)\/v1beta\/files\/([0-9a-f]{32})$/.exec(uri)
+  return upload !== null && upload[1].toLowerCase() === origin.toLowerCase() ? `file-${upload[2]}` : undefined
+}
+
+/** Every `fileData.fileUri` in the contents: stored files to resolve, http(s) URLs to fetch, before `decodeGemini`. */
+export const fileUris = (contents: ReadonlyArray<unknown>, origin: string): { readonly stored: Array<FileRef>; readonly remote: Array<string> } => {
+  const stored: Array<FileRef> = []
+  const remote = new Set<string>()
+  contents.forEach((content, i) => {
     const parts = (content as { parts?: unknown })?.parts
-    if (!Array.isArray(parts)) continue
-    for (const part of parts) {
+    if (!Array.isArray(parts)) return
+    parts.forEach((part, j) => {
       const uri = (part as { fileData?: { fileUri?: unknown } } | null)?.fileData?.fileUri
-      if (typeof uri === "string" && isHttpUrl(uri)) uris.add(uri)
-    }
-  }
-  return [...uris]
+      if (typeof uri !== "string") return
+      const id = storedFileId(uri, origin)
+      if (id !== undefined) stored.push({ id, param: `contents.${i}.parts.${j}.fileData.fileUri` })
+      else if (isHttpUrl(uri)) remote.add(uri)
+    })
+  })
+  return { stored, remote: [...remote] }
 }
 
 /** The media part of `inlineData`: images and PDFs as data URLs, text decoded. */
@@ -68,10 +81,17 @@ const inlinePart = (part: Part, at: string): Result<UserPart> => {
   return Either.left(refuse(`${at}.inlineData.mimeType`, `${mimeType} is not supported; send images, PDF or text`))
 }
 
-const filePart = (part: Part, at: string, remote: ReadonlyMap<string, RemotePart>): Result<UserPart> => {
+const filePart = (part: Part, at: string, options: DecodeOptions): Result<UserPart> => {
   const file = decoders.fileData(part.fileData, `${at}.fileData`)
   if (Either.isLeft(file)) return Either.left(file.left)
   const uri = file.right.fileUri
+  const remote = options.remote
+  // a stored file: its stored type is used, a mimeType given here is not
+  const id = storedFileId(uri, options.origin)
+  if (id !== undefined) {
+    const stored = options.files.get(id)
+    return stored === undefined ? Either.left(fileNotFound(`files/${id.slice("file-".length)}`, `${at}.fileData.fileUri`)) : Either.right(stored.part)
+  }
   if (/^gs:\/\//i.test(uri)) return Either.left(refuse(`${at}.fileData.fileUri`, "gs:// URIs are not supported; upload the file or send it inline"))
   if (isHttpUrl(uri)) {
     const fetched = remote.get(uri)
@@ -79,7 +99,7 @@ const filePart = (part: Part, at: string, remote: ReadonlyMap<string, RemotePart
     if (fetched._tag === "failed") return Either.left(refuse(`${at}.fileData.fileUri`, fetched.why))
     return Either.right(fetched.part)
   }
-  // `files/<id>` or an upload's uri: no file is stored for this app under that name
+  // any other name (`files/...` of another shape, another gateway's uri): no such file here
   return Either.left(fileNotFound(uri, `${at}.fileData.fileUri`))
 }
 
@@ -112,6 +132,10 @@ export interface DecodeOptions {
   readonly stream: boolean
   /** fetched http(s) `fileData` parts, by URI */
   readonly remote: ReadonlyMap<string, RemotePart>
+  /** stored files named by `fileData`, by file id */
+  readonly files: ResolvedFiles
+  /** the origin callers reach the gateway at: an upload's `uri` starts with it */
+  readonly origin: string
 }
 
 const systemOf = (wire: GenerateContentRequest): Result<Array<TextPart>> => {
@@ -246,7 +270,7 @@ const contentMessages = (
   content: Content,
   i: number,
   pairing: { readonly calls: ReadonlyMap<string, string>; readonly responses: ReadonlyMap<string, string> },
-  remote: ReadonlyMap<string, RemotePart>
+  options: DecodeOptions
 ): Result<Array<Message>> => {
   const role = content.role === undefined || content.role === null || content.role === "" ? "user" : content.role
   if (role !== "user" && role !== "model" && role !== "function") return Either.left(refuse(`contents.${i}.role`, "must be user or model"))
@@ -301,7 +325,7 @@ const contentMessages = (
     }
     if (part.fileData !== undefined && part.fileData !== null) {
       if (model) return Either.left(refuse(`${at}.fileData`, "fileData is not supported in a model turn"))
-      const file = filePart(part, at, remote)
+      const file = filePart(part, at, options)
       if (Either.isLeft(file)) return Either.left(file.left)
       flushResults()
       user.push(file.right)
@@ -365,7 +389,7 @@ export const decodeGemini = (wire: GenerateContentRequest, options: DecodeOption
   if (Either.isLeft(toolPlan)) return Either.left(toolPlan.left)
   const messages: Array<Message> = []
   for (const [i, content] of contents.right.entries()) {
-    const converted = contentMessages(content, i, pairing.right, options.remote)
+    const converted = contentMessages(content, i, pairing.right, options)
     if (Either.isLeft(converted)) return Either.left(converted.left)
     for (const message of converted.right) {
       const last = messages[messages.length - 1]

@@ -3,15 +3,16 @@ import { addUsage, emptyUsage, foldEvents, type Answer, type ModelEvent } from "
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
 import { estimateTokens, geminiCalibration } from "../../domain/TokenEstimate.js"
-import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { writeStream } from "../../http/Writer.js"
 import { Catalog, type ModelEntry } from "../../services/Catalog.js"
 import { ModelRunner, type RunOptions } from "../../services/ModelRunner.js"
 import { decodeAt } from "../Decode.js"
 import { holdStructured } from "../HeldBack.js"
+import { makeFileResolver } from "../FileParts.js"
 import { makeRemoteParts } from "../RemoteParts.js"
 import { makeStopFilter } from "../StopSequences.js"
-import { decodeGemini, refuse, remoteFileUris, type DecodedGemini } from "./Decode.js"
+import { decodeGemini, fileUris, refuse, type DecodedGemini } from "./Decode.js"
 import { arrayForm, makeCandidateEncoder, newResponseId, responseBody, sseForm, usageChunk, type GeminiMeta, type StreamItem } from "./Encode.js"
 import { isModelMethod, parseModelAction, parseModelName } from "./Path.js"
 import { camelKeys, CountTokensRequest, GenerateContentRequest } from "./Schema.js"
@@ -48,17 +49,20 @@ export const geminiRoutes = Effect.gen(function* () {
   const runner = yield* ModelRunner
   const catalog = yield* Catalog
   const remoteParts = yield* makeRemoteParts
+  const resolveFiles = yield* makeFileResolver
 
   /** Decode a generate-content body, fetching the http(s) `fileData` it names first. */
   const decode = (wire: Record<string, unknown>, ctx: RequestContext, stream: boolean) =>
     Effect.gen(function* () {
       const request = yield* decodeRequest(wire, "")
-      const uris = remoteFileUris(request.contents)
-      const remote = new Map(yield* Effect.forEach(uris, (uri) => Effect.map(remoteParts(uri, { images: true }), (part) => [uri, part] as const), { concurrency: 4 }))
-      return yield* Either.match(decodeGemini(request, { maxChoices: ctx.app.maxChoices, stream, remote }), { onLeft: Effect.fail, onRight: Effect.succeed })
+      const uris = fileUris(request.contents, ctx.origin)
+      const files = yield* resolveFiles(ctx.principal.app, uris.stored, "gemini")
+      const remote = new Map(yield* Effect.forEach(uris.remote, (uri) => Effect.map(remoteParts(uri, { images: true }), (part) => [uri, part] as const), { concurrency: 4 }))
+      return yield* Either.match(decodeGemini(request, { maxChoices: ctx.app.maxChoices, stream, remote, files, origin: ctx.origin }), { onLeft: Effect.fail, onRight: Effect.succeed })
     })
 
   const runOptions = (model: string, decoded: DecodedGemini, ctx: RequestContext): RunOptions => ({
+    caller: callerOf(ctx),
     model,
     request: withRespondTool(decoded.request),
     app: ctx.app,

@@ -3,6 +3,7 @@ import type { AssistantPart, CacheControl, CanonicalRequest, Message, TextPart, 
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { respondToolName } from "../../domain/Structured.js"
 import { decodeAt } from "../Decode.js"
+import { fileNotFound, type FileRef, type ResolvedFiles } from "../FileParts.js"
 import { applyCaching } from "./Caching.js"
 import { blockSchemas, refusedBlockTypes, Tool, type CountTokensRequest } from "./Schema.js"
 
@@ -34,11 +35,33 @@ const withCache = <A extends object>(part: A, value: unknown): A => {
   return cache === undefined ? part : { ...part, cache }
 }
 
-const fileNotFound = (id: string, param: string) => Errors.notFound("not_found_error", `File not found: ${id}`, { param })
+/** Every stored file the messages name (`image`/`document` blocks with a `file` source, in tool results too). */
+export const messagesFileRefs = (wire: CountTokensRequest): Array<FileRef> => {
+  const refs: Array<FileRef> = []
+  const visit = (block: unknown, at: string) => {
+    if (typeof block !== "object" || block === null) return
+    const b = block as { type?: unknown; source?: { type?: unknown; file_id?: unknown }; content?: unknown }
+    if ((b.type === "image" || b.type === "document") && b.source?.type === "file" && typeof b.source.file_id === "string") refs.push({ id: b.source.file_id, param: `${at}.source.file_id` })
+    if (b.type === "tool_result" && Array.isArray(b.content)) b.content.forEach((c, k) => visit(c, `${at}.content.${k}`))
+  }
+  wire.messages.forEach((m, i) => {
+    if (Array.isArray(m.content)) m.content.forEach((block, j) => visit(block, `messages.${i}.content.${j}`))
+  })
+  return refs
+}
 
-const mediaPart = (block: Block, at: string): Result<UserPart | TextPart> => {
+/** A stored file as the block asks: an image block takes an image; a document block a PDF or a text file. */
+const storedPart = (block: Block, at: string, fileId: string, files: ResolvedFiles): Result<UserPart | TextPart> => {
+  const stored = files.get(fileId)
+  if (stored === undefined) return Either.left(fileNotFound("messages", fileId, `${at}.source.file_id`))
+  if (block.type === "image" && stored.kind !== "image") return Either.left(refuse(`${at}.source.file_id`, `${fileId} is not an image (it is ${stored.record.mimeType})`))
+  if (block.type === "document" && stored.kind === "image") return Either.left(refuse(`${at}.source.file_id`, `${fileId} is an image; send it in an image block`))
+  return Either.right(withCache(stored.part, block.cache_control))
+}
+
+const mediaPart = (block: Block, at: string, files: ResolvedFiles): Result<UserPart | TextPart> => {
   const source = block.source as { type: string; media_type?: string; data?: string; url?: string; file_id?: string }
-  if (source.type === "file") return Either.left(fileNotFound(String(source.file_id), `${at}.source.file_id`))
+  if (source.type === "file") return storedPart(block, at, String(source.file_id), files)
   if (block.type === "image") {
     const url = source.type === "url" ? String(source.url) : `data:${source.media_type};base64,${source.data}`
     return Either.right(withCache({ type: "image" as const, url, ...(source.media_type ? { mediaType: source.media_type } : {}) }, block.cache_control))
@@ -65,7 +88,11 @@ const levelOf = (wire: CountTokensRequest): string | undefined => {
 }
 
 /** Decode a Messages request; `maxTools` bounds the tools. */
-export const decodeMessages = (wire: CountTokensRequest, options: { readonly maxTools: number; readonly stream: boolean }): Result<DecodedMessages> => {
+export const decodeMessages = (
+  wire: CountTokensRequest,
+  options: { readonly maxTools: number; readonly stream: boolean; readonly files?: ResolvedFiles }
+): Result<DecodedMessages> => {
+  const files = options.files ?? new Map()
   if (wire.mcp_servers !== undefined && wire.mcp_servers !== null) return Either.left(refuse("mcp_servers", "MCP servers are not supported"))
   if (wire.thinking?.type === "enabled") {
     if (wire.thinking.budget_tokens < 1024) return Either.left(refuse("thinking.budget_tokens", "must be at least 1024"))
@@ -139,7 +166,7 @@ export const decodeMessages = (wire: CountTokensRequest, options: { readonly max
         case "image":
         case "document": {
           if (m.role === "assistant") return Either.left(refuse(`${where}.type`, `${type} blocks belong in user turns`))
-          const part = mediaPart(block, where)
+          const part = mediaPart(block, where, files)
           if (Either.isLeft(part)) return Either.left(part.left)
           user.push(part.right)
           break
@@ -161,7 +188,7 @@ export const decodeMessages = (wire: CountTokensRequest, options: { readonly max
             for (const [k, c] of (content as ReadonlyArray<Block>).entries()) {
               if (c.type === "text") parts.push({ type: "text", text: String(c.text) })
               else {
-                const media = mediaPart(c, `${where}.content.${k}`)
+                const media = mediaPart(c, `${where}.content.${k}`, files)
                 if (Either.isLeft(media)) return Either.left(media.left)
                 if (media.right.type === "image") parts.push(media.right)
               }

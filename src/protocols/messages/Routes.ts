@@ -2,7 +2,7 @@ import { Effect, Either, Stream } from "effect"
 import { Settings } from "../../Config.js"
 import { foldEvents, type CanonicalRequest, type ModelEvent } from "../../domain/Canonical.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
-import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { writeStream } from "../../http/Writer.js"
 import { estimateTokens, messagesCalibration } from "../../domain/TokenEstimate.js"
 import { Catalog } from "../../services/Catalog.js"
@@ -10,7 +10,8 @@ import { ModelRunner, type StartedRun } from "../../services/ModelRunner.js"
 import { decodeBody } from "../Decode.js"
 import { holdStructured } from "../HeldBack.js"
 import { makeStopFilter } from "../StopSequences.js"
-import { decodeMessages, type DecodedMessages } from "./Decode.js"
+import { makeFileResolver } from "../FileParts.js"
+import { decodeMessages, messagesFileRefs, type DecodedMessages } from "./Decode.js"
 import { errorEvent, makeMessageEncoder, messageBody, newMessageId } from "./Encode.js"
 import { makePlaceholderRewriter } from "./Placeholders.js"
 import { CountTokensRequest, MessagesRequest } from "./Schema.js"
@@ -49,14 +50,18 @@ export const messagesRoutes = Effect.gen(function* () {
   const config = yield* Settings
   const runner = yield* ModelRunner
   const catalog = yield* Catalog
+  const resolveFiles = yield* makeFileResolver
 
   const create = (ctx: RequestContext) =>
     Effect.gen(function* () {
       const wire = yield* decodeRequest(yield* ctx.json)
       const stream = wire.stream === true
-      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream }), { onLeft: Effect.fail, onRight: Effect.succeed })
+      const files = yield* resolveFiles(ctx.principal.app, messagesFileRefs(wire), "messages")
+      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream, files }), { onLeft: Effect.fail, onRight: Effect.succeed })
       const request = withRespondTool(decoded.request)
+      const metadataUser = (wire.metadata as { user_id?: unknown } | null | undefined)?.user_id
       const runOptions = {
+        caller: callerOf(ctx, typeof metadataUser === "string" ? metadataUser : undefined),
         model: wire.model,
         request,
         app: ctx.app,
@@ -126,7 +131,8 @@ export const messagesRoutes = Effect.gen(function* () {
   const countTokens = (ctx: RequestContext) =>
     Effect.gen(function* () {
       const wire = yield* decodeCount(yield* ctx.json)
-      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream: false }), { onLeft: Effect.fail, onRight: Effect.succeed })
+      const files = yield* resolveFiles(ctx.principal.app, messagesFileRefs(wire), "messages")
+      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream: false, files }), { onLeft: Effect.fail, onRight: Effect.succeed })
       // the model must exist and be allowed for this app, as for a real request
       yield* catalog.resolve(wire.model, ctx.app)
       const request = withRespondTool({ ...decoded.request, system: catalog.system(wire.model, ctx.app, decoded.request.system) })

@@ -3,6 +3,7 @@ import type { AssistantPart, Message, TextPart, ToolResultPart, UserPart } from 
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
 import { decodeAt } from "../Decode.js"
+import { fileNotFound, type FileRef, type ResolvedFiles } from "../FileParts.js"
 import type { RemotePart } from "../RemoteParts.js"
 import { flattenName } from "./Tools.js"
 import { itemSchemas, type ContentPart } from "./Schema.js"
@@ -93,7 +94,24 @@ export const fileUrls = (items: ReadonlyArray<Item>): Array<string> => {
   return [...urls]
 }
 
-const partsOf = (content: string | ReadonlyArray<ContentPart>, at: string, remote: ReadonlyMap<string, RemotePart>): Result<Array<UserPart>> => {
+/**
+ * Every stored file the items name (`input_file` / `input_image` with `file_id`), to resolve
+ * before `toConversation`; a file named by a history item is reported against `previous_response_id`.
+ */
+export const fileRefs = (items: ReadonlyArray<Item>, offset: number): Array<FileRef> => {
+  const refs: Array<FileRef> = []
+  items.forEach((item, i) => {
+    if (itemType(item) !== "message" || !Array.isArray(item.content)) return
+    ;(item.content as ReadonlyArray<Item>).forEach((part, j) => {
+      if ((part.type === "input_file" || part.type === "input_image") && typeof part.file_id === "string" && part.file_id !== "") {
+        refs.push({ id: part.file_id, param: i < offset ? "previous_response_id" : `input.${i - offset}.content.${j}.file_id` })
+      }
+    })
+  })
+  return refs
+}
+
+const partsOf = (content: string | ReadonlyArray<ContentPart>, at: string, remote: ReadonlyMap<string, RemotePart>, files: ResolvedFiles): Result<Array<UserPart>> => {
   if (typeof content === "string") return Either.right([{ type: "text", text: content }])
   const parts: Array<UserPart> = []
   for (let j = 0; j < content.length; j++) {
@@ -114,13 +132,25 @@ const partsOf = (content: string | ReadonlyArray<ContentPart>, at: string, remot
         break
       }
       case "input_image": {
-        if (p.file_id) return Either.left(Errors.notFound("invalid_request_error", `No such File object: ${p.file_id}`, { param: `${where}.file_id` }))
+        if (p.file_id) {
+          const stored = files.get(p.file_id)
+          if (stored === undefined) return Either.left(fileNotFound("openai", p.file_id, `${where}.file_id`))
+          if (stored.kind !== "image") return Either.left(Errors.invalidRequest("invalid_file", `${where}.file_id: ${p.file_id} is not an image (it is ${stored.record.mimeType})`, { param: `${where}.file_id` }))
+          parts.push(p.detail ? { ...(stored.part as Extract<UserPart, { type: "image" }>), detail: p.detail } : stored.part)
+          break
+        }
         if (!p.image_url) return Either.left(Errors.invalidRequest("invalid_request_error", `${where}: needs image_url or file_id`, { param: where }))
         parts.push({ type: "image", url: p.image_url, ...(p.detail ? { detail: p.detail } : {}), ...(dataUrlType(p.image_url) ? { mediaType: dataUrlType(p.image_url)! } : {}) })
         break
       }
       case "input_file": {
-        if (p.file_id) return Either.left(Errors.notFound("invalid_request_error", `No such File object: ${p.file_id}`, { param: `${where}.file_id` }))
+        if (p.file_id) {
+          const stored = files.get(p.file_id)
+          if (stored === undefined) return Either.left(fileNotFound("openai", p.file_id, `${where}.file_id`))
+          if (stored.kind === "image") return Either.left(Errors.invalidRequest("invalid_file", `${where}.file_id: ${p.file_id} is an image; send it as input_image`, { param: `${where}.file_id` }))
+          parts.push(stored.part)
+          break
+        }
         if (p.file_data) {
           const mediaType = dataUrlType(p.file_data) ?? "application/pdf"
           const data = p.file_data.startsWith("data:") ? p.file_data : `data:${mediaType};base64,${p.file_data}`
@@ -164,7 +194,8 @@ export const toConversation = (
   items: ReadonlyArray<Item>,
   instructions: string | undefined,
   offset: number,
-  remote: ReadonlyMap<string, RemotePart> = new Map()
+  remote: ReadonlyMap<string, RemotePart> = new Map(),
+  files: ResolvedFiles = new Map()
 ): Result<Conversation> => {
   const system: Array<TextPart> = instructions ? [{ type: "text", text: instructions }] : []
   const messages: Array<Message> = []
@@ -191,7 +222,7 @@ export const toConversation = (
           const text = textOf(m.content)
           if (text !== "") pushAssistant({ type: "text", text })
         } else {
-          const parts = partsOf(m.content, at(i), remote)
+          const parts = partsOf(m.content, at(i), remote, files)
           if (Either.isLeft(parts)) return Either.left(parts.left)
           messages.push({ role: "user", parts: parts.right })
         }

@@ -3,16 +3,17 @@ import { Settings } from "../../Config.js"
 import { foldEvents, type Answer, type CanonicalRequest } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { resolveStructured, respondToolName, withRespondTool } from "../../domain/Structured.js"
-import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { writeStream } from "../../http/Writer.js"
 import { ItemMemory } from "../../services/ItemMemory.js"
 import { ModelRunner } from "../../services/ModelRunner.js"
 import { ResponseStore } from "../../services/ResponseStore.js"
 import { decodeBody } from "../Decode.js"
 import { holdStructured } from "../HeldBack.js"
+import { makeFileResolver } from "../FileParts.js"
 import { makeRemoteParts } from "../RemoteParts.js"
 import { makeEncoder } from "./Events.js"
-import { fileUrls, itemType, listingShape, readInput, toConversation, type Item } from "./Input.js"
+import { fileRefs, fileUrls, itemType, listingShape, readInput, toConversation, type Item } from "./Input.js"
 import { incompleteReason, newResponseId, outputAsInput, outputItems, responseObject, type ResponseFrame } from "./Output.js"
 import { ResponsesRequest } from "./Schema.js"
 import { planToolChoice, planTools, type ToolPlan } from "./Tools.js"
@@ -64,6 +65,7 @@ export const responsesRoutes = Effect.gen(function* () {
   const memory = yield* ItemMemory
 
   const remoteParts = yield* makeRemoteParts
+  const resolveFiles = yield* makeFileResolver
   const fetchRemote = (url: string) => remoteParts(url, { images: false })
 
   const prepare = (ctx: RequestContext) =>
@@ -96,7 +98,8 @@ export const responsesRoutes = Effect.gen(function* () {
       const fresh = yield* fromEither(readInput(wire.input, (id) => referenced.get(id)))
       const input = [...history, ...fresh]
       const remote = new Map(yield* Effect.forEach(fileUrls(input), (url) => Effect.map(fetchRemote(url), (part) => [url, part] as const), { concurrency: 4 }))
-      const conversation = yield* fromEither(toConversation(input, wire.instructions ?? undefined, history.length, remote))
+      const files = yield* resolveFiles(app, fileRefs(input, history.length), "openai")
+      const conversation = yield* fromEither(toConversation(input, wire.instructions ?? undefined, history.length, remote, files))
       const plan = yield* fromEither(planTools(wire.tools ?? [], conversation.additionalTools, { onHostedTools: ctx.app.onHostedTools, maxTools: config.maxTools }))
       const toolChoice = yield* fromEither(planToolChoice(wire.tool_choice, plan))
       const structured = yield* fromEither(structuredOf(wire, plan, toolChoice))
@@ -157,7 +160,9 @@ export const responsesRoutes = Effect.gen(function* () {
       const { frame, plan, request: canonical } = prepared
       const request = withRespondTool(canonical)
       const options = { reasoningOutput: ctx.app.reasoningOutput, parallelToolCalls: canonical.parallelToolCalls }
+      const safetyId = (prepared.wire as { safety_identifier?: unknown }).safety_identifier
       const runOptions = {
+        caller: callerOf(ctx, canonical.user ?? (typeof safetyId === "string" ? safetyId : undefined)),
         model: prepared.wire.model,
         request,
         app: ctx.app,

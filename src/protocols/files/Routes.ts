@@ -1,0 +1,159 @@
+import { Effect, Either, Option } from "effect"
+import * as fs from "node:fs"
+import { Settings } from "../../Config.js"
+import { Errors } from "../../domain/Errors.js"
+import { fileNotFound } from "../FileParts.js"
+import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { FileStore, type FileRecord } from "../../services/FileStore.js"
+import { chatFile, chatPage, geminiFile, geminiPage, messagesFile, messagesPage } from "./Shapes.js"
+import { bodyRules, declaredLength, receiveForm } from "./Upload.js"
+import { makeResumable } from "./Resumable.js"
+
+/**
+ * The Files APIs (spec 4.4): `/v1/files` in the chat/Responses shape or, with a Messages version
+ * header, the Messages shape; `/v1beta/files` and `/upload/v1beta/files` in the Gemini shape.
+ * Every route: authentication (the edge), then the app's `endpoints.files` permission, then a
+ * lookup in the caller's own app only.
+ */
+
+const chatPurposes = ["user_data", "assistants", "vision", "evals"]
+
+const FILE_ID = /^file-[0-9a-f]{32}$/
+
+/** `Content-Disposition: attachment` with the name in both the plain and the RFC 5987 form. */
+const attachment = (filename: string) => {
+  const plain = filename.replace(/[^\x20-\x7e]|["\\]/g, "_")
+  return `attachment; filename="${plain}"; filename*=UTF-8''${encodeURIComponent(filename)}`
+}
+
+export const filesRoutes = Effect.gen(function* () {
+  const config = yield* Settings
+  const store = yield* FileStore
+  const resumable = yield* makeResumable
+
+  const gate = (ctx: RequestContext) =>
+    ctx.app.filesEnabled ? Effect.void : Effect.fail(Errors.permission("files_forbidden", "The Files API is not enabled for this key's app"))
+
+  /** A live file of the caller's app, or the family's not-found. */
+  const owned = (ctx: RequestContext, id: string) =>
+    Effect.flatMap(FILE_ID.test(id) ? store.get(ctx.principal.app, id) : Effect.succeed(Option.none<FileRecord>()), (found) =>
+      Option.match(found, { onNone: () => Effect.fail(fileNotFound(ctx.family, id)), onSome: Effect.succeed })
+    )
+
+  const upload = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      yield* gate(ctx)
+      const app = ctx.principal.app
+      const rules = bodyRules(ctx, config.limits)
+      const length = yield* declaredLength(ctx.incoming, rules.maxBytes)
+      yield* store.checkRoom(app)
+      const record = yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* store.admit(app, length ?? rules.maxBytes)
+          const form = yield* receiveForm(store, ctx, rules)
+          // a staged file that is not committed (refused purpose, request gone) is removed at once
+          let committed = false
+          yield* Effect.addFinalizer(() => (committed ? Effect.void : store.drop(form.staged)))
+          let purpose = "user_data"
+          if (ctx.family !== "messages") {
+            const given = form.fields.purpose
+            if (given === undefined || !chatPurposes.includes(given)) {
+              return yield* Errors.invalidRequest("invalid_request_error", `purpose: must be one of ${chatPurposes.join(", ")}`, { param: "purpose" })
+            }
+            purpose = given
+          }
+          const record = yield* store.commit(app, form.staged, { filename: form.filename, purpose, maxAgeDays: ctx.app.maxAgeDays })
+          committed = true
+          return record
+        })
+      )
+      return Reply.json(ctx.family === "messages" ? messagesFile(record) : chatFile(record))
+    })
+
+  const list = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      yield* gate(ctx)
+      const files = yield* store.list(ctx.principal.app)
+      const page = ctx.family === "messages" ? messagesPage(files, ctx.query) : ctx.family === "gemini" ? geminiPage(files, ctx.query, ctx.origin) : chatPage(files, ctx.query)
+      return Reply.json(yield* Either.match(page, { onLeft: Effect.fail, onRight: Effect.succeed }))
+    })
+
+  const idOf = (ctx: RequestContext) => (ctx.family === "gemini" ? `file-${ctx.params.name}` : ctx.params.id)
+
+  const retrieve = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      yield* gate(ctx)
+      const file = yield* owned(ctx, idOf(ctx))
+      return Reply.json(ctx.family === "messages" ? messagesFile(file) : ctx.family === "gemini" ? geminiFile(file, ctx.origin) : chatFile(file))
+    })
+
+  const remove = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      yield* gate(ctx)
+      const id = idOf(ctx)
+      const removed = FILE_ID.test(id) && (yield* store.remove(ctx.principal.app, id))
+      if (!removed) return yield* fileNotFound(ctx.family, id)
+      if (ctx.family === "messages") return Reply.json({ id, type: "file_deleted" })
+      if (ctx.family === "gemini") return Reply.json({})
+      return Reply.json({ id, object: "file", deleted: true })
+    })
+
+  /** The bytes, as an attachment of the stored type that a browser will neither sniff nor run. */
+  const content = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      yield* gate(ctx)
+      const file = yield* owned(ctx, ctx.params.id)
+      const headers = {
+        ...ctx.idHeaders,
+        "content-type": file.mimeType.startsWith("text/") || file.mimeType === "application/json" ? `${file.mimeType}; charset=utf-8` : file.mimeType,
+        "content-length": String(file.bytes),
+        "content-disposition": attachment(file.filename),
+        "x-content-type-options": "nosniff",
+        "content-security-policy": "sandbox; default-src 'none'"
+      }
+      if (ctx.method === "HEAD") {
+        ctx.response.writeHead(200, headers)
+        ctx.response.end()
+        return Reply.written
+      }
+      yield* Effect.async<void>((resume) => {
+        const stream = fs.createReadStream(store.path(file))
+        const done = () => resume(Effect.void)
+        stream.once("open", () => ctx.response.writeHead(200, headers))
+        stream.once("error", () => {
+          if (!ctx.response.headersSent) ctx.response.writeHead(500, { "content-type": "text/plain" })
+          ctx.response.destroy()
+          done()
+        })
+        ctx.response.once("close", () => {
+          stream.destroy()
+          done()
+        })
+        stream.pipe(ctx.response)
+        return Effect.sync(() => stream.destroy())
+      })
+      return Reply.written
+    })
+
+  const byId = (suffix: string) => (path: string) => {
+    const match = new RegExp(`^/v1/files/([^/]+)${suffix}$`).exec(path)
+    return match === null ? undefined : { id: decodeURIComponent(match[1]) }
+  }
+  const geminiName = (path: string) => {
+    const match = /^\/v1beta\/files\/([^/:]+)$/.exec(path)
+    return match === null ? undefined : { name: match[1] }
+  }
+
+  const routes: ReadonlyArray<Route> = [
+    { method: "POST", path: "/v1/files", auth: "key", handler: upload, label: "files.upload" },
+    { method: "GET", path: "/v1/files", auth: "key", handler: list, label: "files.list" },
+    { method: "GET", path: byId("/content"), auth: "key", handler: content, label: "files.content" },
+    { method: "GET", path: byId(""), auth: "key", handler: retrieve, label: "files.retrieve" },
+    { method: "DELETE", path: byId(""), auth: "key", handler: remove, label: "files.delete" },
+    { method: "GET", path: "/v1beta/files", auth: "key", handler: list, label: "gemini.files.list" },
+    { method: "GET", path: geminiName, auth: "key", handler: retrieve, label: "gemini.files.get" },
+    { method: "DELETE", path: geminiName, auth: "key", handler: remove, label: "gemini.files.delete" },
+    { method: "POST", path: "/upload/v1beta/files", auth: "upload", handler: resumable.handle, label: "gemini.files.upload" }
+  ]
+  return routes
+})

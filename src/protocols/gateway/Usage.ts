@@ -1,0 +1,92 @@
+import { Effect, Option } from "effect"
+import { Settings } from "../../Config.js"
+import { Errors, type GatewayError } from "../../domain/Errors.js"
+import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { KeyStore } from "../../services/KeyStore.js"
+import { dayOf, UsageLog } from "../../services/Usage.js"
+
+/**
+ * `GET /gateway/usage` (spec 4.5): totals and a per-day, per-model breakdown for `app`, `user`,
+ * `from`, `to`. The admin key reads any app; an app key only its own (`app_forbidden`).
+ */
+
+/** Who calls an own route: the admin, or one app's key. */
+export type OwnCaller = { readonly _tag: "admin" } | { readonly _tag: "app"; readonly app: string }
+
+const bearer = (value: string | undefined): string | undefined => {
+  const match = value === undefined ? null : /^Bearer\s+(.+)$/i.exec(value.trim())
+  return match === null ? undefined : match[1].trim()
+}
+
+/**
+ * The caller of an own route, from `Authorization: Bearer`: the admin key, or an app key. On a
+ * keyless loopback gateway with no admin key a caller without a key acts as the admin.
+ */
+export const makeOwnAuth = Effect.map(KeyStore, (keys) => (ctx: RequestContext): Effect.Effect<OwnCaller, GatewayError> => {
+  const key = bearer(ctx.headers["authorization"])
+  if (key === undefined) {
+    if (keys.keyless && !keys.hasAdmin) return Effect.succeed({ _tag: "admin" })
+    return Effect.fail(Errors.authentication("invalid_api_key", "Missing API key: send Authorization: Bearer <key>"))
+  }
+  if (keys.isAdmin(key)) return Effect.succeed({ _tag: "admin" })
+  return Option.match(keys.authenticate(key), {
+    onNone: () => Effect.fail(Errors.authentication("invalid_api_key", "Invalid API key")),
+    onSome: (principal) => Effect.succeed({ _tag: "app", app: principal.app } as const)
+  })
+})
+
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
+const USER = /^[A-Za-z0-9._@:-]{1,64}$/
+const DAY_MS = 86_400_000
+
+/** A real UTC calendar date `YYYY-MM-DD`, as epoch ms at midnight; undefined otherwise. */
+const realDate = (text: string): number | undefined => {
+  const match = DATE.exec(text)
+  if (match === null) return undefined
+  const ms = Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3]))
+  return dayOf(ms) === text ? ms : undefined
+}
+
+export const usageRoutes = Effect.gen(function* () {
+  const config = yield* Settings
+  const keys = yield* KeyStore
+  const usage = yield* UsageLog
+  const auth = yield* makeOwnAuth
+
+  const handler = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      if (!config.usage.enabled) return yield* Errors.notFound("not_found", "Usage accounting is switched off on this gateway (usage.enabled: false)")
+      const caller = yield* auth(ctx)
+      const q = ctx.query
+      const dates: Record<"from" | "to", number> = { from: 0, to: 0 }
+      const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate())
+      for (const name of ["to", "from"] as const) {
+        const text = q.get(name)
+        if (text === null || text === "") {
+          dates[name] = name === "to" ? today : dates.to - 29 * DAY_MS
+          continue
+        }
+        const ms = realDate(text)
+        if (ms === undefined) return yield* Errors.invalidRequest("invalid_date", `${name} must be a real UTC date as YYYY-MM-DD`, { param: name })
+        dates[name] = ms
+      }
+      if (dates.from > dates.to) return yield* Errors.invalidRequest("invalid_range", "from is after to")
+      if ((dates.to - dates.from) / DAY_MS + 1 > 366) return yield* Errors.invalidRequest("range_too_long", "A usage range covers at most 366 days")
+      const app = q.get("app")
+      if (app !== null && !keys.apps().includes(app)) return yield* Errors.invalidRequest("invalid_app", `app: ${app} is not an app of this gateway's keys`, { param: "app" })
+      const user = q.get("user")
+      if (user !== null && !USER.test(user)) {
+        return yield* Errors.invalidRequest("invalid_user", "user must be 1 to 64 characters of A-Z, a-z, 0-9, . _ @ : -", { param: "user" })
+      }
+      let scope: string | undefined = app ?? undefined
+      if (caller._tag === "app") {
+        if (app !== null && app !== caller.app) return yield* Errors.permission("app_forbidden", "An app key may read only its own app's usage", { param: "app" })
+        scope = caller.app
+      }
+      const report = yield* usage.report({ from: dayOf(dates.from), to: dayOf(dates.to), ...(scope !== undefined ? { app: scope } : {}), ...(user !== null ? { user } : {}) })
+      return Reply.json(report)
+    })
+
+  const routes: ReadonlyArray<Route> = [{ method: "GET", path: "/gateway/usage", auth: "public", handler, label: "gateway.usage" }]
+  return routes
+})

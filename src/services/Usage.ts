@@ -1,0 +1,254 @@
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer, Schedule } from "effect"
+import type { Usage as TokenUsage } from "../domain/Canonical.js"
+import { Log } from "../http/Log.js"
+
+/**
+ * Usage accounting (spec 2.6, ARCHITECTURE "Usage record"): one record per model call, of every
+ * protocol and every candidate. Recording only appends to an in-memory batch; a fiber writes the
+ * batch to SQLite once a second (and when it grows large, and at shutdown) in one transaction, so
+ * the request path never waits on the database. A crash loses at most the last second of records.
+ */
+
+export interface UsageRecord {
+  /** epoch ms when the call started */
+  readonly time: number
+  readonly app: string
+  readonly user?: string
+  readonly keyId: string
+  /** the protocol family the request came in on */
+  readonly protocol: string
+  /** the route label */
+  readonly route: string
+  readonly requestedModel: string
+  /** `<provider>/<model>` that answered (or was last tried) */
+  readonly model?: string
+  readonly provider?: string
+  readonly sessionId?: string
+  /** `ok`, or the error code the call failed with */
+  readonly status: string
+  readonly usage: TokenUsage
+  readonly latencyMs: number
+  readonly ttftMs?: number
+}
+
+/** Who made a model call, for its usage record. */
+export interface Caller {
+  readonly keyId: string
+  readonly user?: string
+  readonly protocol: string
+  readonly route: string
+}
+
+export interface UsageFilter {
+  readonly app?: string
+  readonly user?: string
+  /** YYYY-MM-DD, inclusive */
+  readonly from: string
+  readonly to: string
+}
+
+interface Totals {
+  requests: number
+  errors: number
+  inputTokens: number
+  outputTokens: number
+  cacheReadTokens: number
+  cacheWriteTokens: number
+  reasoningTokens: number
+}
+
+export interface UsageReport {
+  readonly from: string
+  readonly to: string
+  readonly app: string | null
+  readonly user: string | null
+  readonly totals: Totals & { readonly latencyMs: Percentiles; readonly ttftMs: Percentiles }
+  readonly days: ReadonlyArray<{ readonly day: string; readonly models: ReadonlyArray<Totals & { readonly model: string; readonly latencyMs: Percentiles }> }>
+}
+
+export interface Percentiles {
+  readonly p50: number | null
+  readonly p90: number | null
+  readonly p99: number | null
+}
+
+const FLUSH_EVERY = "1 second"
+const FLUSH_AT = 2000
+const ROWS_PER_INSERT = 40
+
+export const dayOf = (time: number) => new Date(time).toISOString().slice(0, 10)
+
+const percentiles = (values: Array<number>): Percentiles => {
+  if (values.length === 0) return { p50: null, p90: null, p99: null }
+  values.sort((a, b) => a - b)
+  const at = (q: number) => Math.round(values[Math.min(values.length - 1, Math.ceil(q * values.length) - 1)] * 100) / 100
+  return { p50: at(0.5), p90: at(0.9), p99: at(0.99) }
+}
+
+const zero = (): Totals => ({ requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 })
+
+interface Row {
+  readonly day: string
+  readonly model: string | null
+  readonly requested_model: string
+  readonly status: string
+  readonly input_tokens: number
+  readonly output_tokens: number
+  readonly cache_read_tokens: number
+  readonly cache_write_tokens: number
+  readonly reasoning_tokens: number
+  readonly latency_ms: number
+  readonly ttft_ms: number | null
+}
+
+export class UsageLog extends Context.Tag("gateway/Usage")<
+  UsageLog,
+  {
+    readonly enabled: boolean
+    /** append a record (never waits, never fails) */
+    readonly record: (record: UsageRecord) => void
+    /** write what is pending now */
+    readonly flush: Effect.Effect<void>
+    readonly report: (filter: UsageFilter) => Effect.Effect<UsageReport>
+  }
+>() {
+  static readonly make = (enabled: boolean) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const log = yield* Log
+      let pending: Array<UsageRecord> = []
+      const lock = yield* Effect.makeSemaphore(1)
+
+      const write = (batch: ReadonlyArray<UsageRecord>) =>
+        sql.withTransaction(
+          Effect.forEach(
+            Array.from({ length: Math.ceil(batch.length / ROWS_PER_INSERT) }, (_, i) => batch.slice(i * ROWS_PER_INSERT, (i + 1) * ROWS_PER_INSERT)),
+            (rows) =>
+              sql`INSERT INTO usage ${sql.insert(
+                rows.map((r) => ({
+                  time: r.time,
+                  day: dayOf(r.time),
+                  app: r.app,
+                  user: r.user ?? null,
+                  key_id: r.keyId,
+                  protocol: r.protocol,
+                  route: r.route,
+                  requested_model: r.requestedModel,
+                  model: r.model ?? null,
+                  provider: r.provider ?? null,
+                  session_id: r.sessionId ?? null,
+                  status: r.status,
+                  input_tokens: r.usage.inputTokens,
+                  output_tokens: r.usage.outputTokens,
+                  cache_read_tokens: r.usage.cacheReadTokens,
+                  cache_write_tokens: r.usage.cacheWriteTokens,
+                  reasoning_tokens: r.usage.reasoningTokens,
+                  latency_ms: r.latencyMs,
+                  ttft_ms: r.ttftMs ?? null
+                }))
+              )}`,
+            { discard: true }
+          )
+        )
+
+      const flush = lock.withPermits(1)(
+        Effect.suspend(() => {
+          if (pending.length === 0) return Effect.void
+          const batch = pending
+          pending = []
+          return write(batch).pipe(
+            Effect.catchAllCause(() =>
+              Effect.sync(() => {
+                // keep the records for the next flush rather than lose them (bounded)
+                pending = [...batch, ...pending].slice(-50_000)
+                log.error("usage.write_failed", { records: batch.length })
+              })
+            )
+          )
+        })
+      )
+
+      if (enabled) {
+        yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced(FLUSH_EVERY)))
+        yield* Effect.addFinalizer(() => flush)
+      }
+
+      const record = (r: UsageRecord) => {
+        if (!enabled) return
+        pending.push(r)
+        if (pending.length >= FLUSH_AT) Effect.runFork(flush)
+      }
+
+      const report = (filter: UsageFilter) =>
+        Effect.gen(function* () {
+          yield* flush
+          const rows = yield* Effect.orDie(
+            sql<Row>`SELECT day, model, requested_model, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms
+              FROM usage WHERE day >= ${filter.from} AND day <= ${filter.to}
+              ${filter.app !== undefined ? sql`AND app = ${filter.app}` : sql``}
+              ${filter.user !== undefined ? sql`AND user = ${filter.user}` : sql``}
+              ORDER BY day`
+          )
+          const totals = zero()
+          const latencies: Array<number> = []
+          const ttfts: Array<number> = []
+          const days = new Map<string, Map<string, { totals: Totals; latencies: Array<number> }>>()
+          const add = (t: Totals, r: Row) => {
+            t.requests++
+            if (r.status !== "ok") t.errors++
+            t.inputTokens += r.input_tokens
+            t.outputTokens += r.output_tokens
+            t.cacheReadTokens += r.cache_read_tokens
+            t.cacheWriteTokens += r.cache_write_tokens
+            t.reasoningTokens += r.reasoning_tokens
+          }
+          for (const r of rows) {
+            add(totals, r)
+            latencies.push(r.latency_ms)
+            if (r.ttft_ms !== null) ttfts.push(r.ttft_ms)
+            const model = r.model ?? r.requested_model
+            let byModel = days.get(r.day)
+            if (byModel === undefined) days.set(r.day, (byModel = new Map()))
+            let entry = byModel.get(model)
+            if (entry === undefined) byModel.set(model, (entry = { totals: zero(), latencies: [] }))
+            add(entry.totals, r)
+            entry.latencies.push(r.latency_ms)
+          }
+          return {
+            from: filter.from,
+            to: filter.to,
+            app: filter.app ?? null,
+            user: filter.user ?? null,
+            totals: { ...totals, latencyMs: percentiles(latencies), ttftMs: percentiles(ttfts) },
+            days: [...days].map(([day, byModel]) => ({
+              day,
+              models: [...byModel].map(([model, e]) => ({ model, ...e.totals, latencyMs: percentiles(e.latencies) }))
+            }))
+          } satisfies UsageReport
+        })
+
+      return UsageLog.of({ enabled, record, flush, report })
+    })
+
+  static readonly layer = (enabled: boolean) => Layer.scoped(UsageLog, UsageLog.make(enabled))
+
+  /** No accounting (tests of other services; `usage.enabled: false` still uses `layer`, for its 404s). */
+  static readonly disabled = Layer.succeed(
+    UsageLog,
+    UsageLog.of({
+      enabled: false,
+      record: () => undefined,
+      flush: Effect.void,
+      report: (filter) =>
+        Effect.succeed({
+          from: filter.from,
+          to: filter.to,
+          app: filter.app ?? null,
+          user: filter.user ?? null,
+          totals: { ...zero(), latencyMs: percentiles([]), ttftMs: percentiles([]) },
+          days: []
+        })
+    })
+  )
+}
