@@ -6,6 +6,8 @@ import type { Route } from "./http/Route.js"
 import { GatewayServer, serverLayer } from "./http/Server.js"
 import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
+import { adminRoutes } from "./protocols/gateway/Admin.js"
+import { opsRoutes } from "./protocols/gateway/Ops.js"
 import { usageRoutes } from "./protocols/gateway/Usage.js"
 import { geminiRoutes } from "./protocols/gemini/Routes.js"
 import { messagesRoutes } from "./protocols/messages/Routes.js"
@@ -21,6 +23,7 @@ import { HttpUpstream } from "./services/HttpUpstream.js"
 import { ItemMemory } from "./services/ItemMemory.js"
 import { KeyStore } from "./services/KeyStore.js"
 import { Limits } from "./services/Limits.js"
+import { Metrics } from "./services/Metrics.js"
 import { ModelRunner } from "./services/ModelRunner.js"
 import { ProviderClient, ProviderFactories } from "./services/ProviderClient.js"
 import { RemoteFiles } from "./services/RemoteFiles.js"
@@ -42,10 +45,10 @@ const factoriesLayer = Layer.effect(
  */
 export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<ProviderClient>) => {
   const settings = Layer.succeed(Settings, config)
-  const base = Layer.mergeAll(settings, KeyStore.layer(config), Catalog.layer(config), Log.layer(config.accessLog))
+  const database = databaseLayer(config.dataDir)
+  const base = Layer.mergeAll(settings, KeyStore.layerWithRuntime(config).pipe(Layer.provide(database)), Catalog.layer(config), Log.layer(config.accessLog), Metrics.layer)
   const limits = Limits.layer(config).pipe(Layer.provide(base))
   const providerClient = providers ?? ProviderClient.layer(config.providers).pipe(Layer.provide(factoriesLayer))
-  const database = databaseLayer(config.dataDir)
   const usage = UsageLog.layer(config.usage.enabled).pipe(Layer.provide(Layer.merge(database, base)))
   const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage)))
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
@@ -63,6 +66,8 @@ const allRoutes = Effect.gen(function* () {
   routes.push(...(yield* geminiRoutes))
   routes.push(...(yield* filesRoutes))
   routes.push(...(yield* usageRoutes))
+  routes.push(...(yield* adminRoutes))
+  routes.push(...(yield* opsRoutes))
   routes.push(...(yield* probeRoutes(() => routes.filter((r) => typeof r.path === "string").map((r) => ({ method: r.method, path: r.path as string })))))
   return routes
 })

@@ -8,6 +8,7 @@ import { isLoopbackHost, KeyStore, type Principal } from "../services/KeyStore.j
 import { Limits } from "../services/Limits.js"
 import { isJsonContentType, readBody } from "./Body.js"
 import { renderError, type Family } from "./Envelopes.js"
+import { Metrics } from "../services/Metrics.js"
 import { Log } from "./Log.js"
 import type { Headers, Reply, RequestContext, Route, Written } from "./Route.js"
 
@@ -118,6 +119,7 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
     const catalog = yield* Catalog
     const limits = yield* Limits
     const log = yield* Log
+    const metrics = yield* Metrics
 
     return (port: number) => {
       const hosts = allowedHosts(config.listen.host, port, config.listen.hosts)
@@ -151,7 +153,12 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
           let matchedRoute: Route | undefined
           let app: string | undefined
 
+          let finished = false
+          metrics.requestStarted()
           const finish = (status: number) => {
+            if (finished) return
+            finished = true
+            metrics.requestFinished(family, label, status, (performance.now() - started) / 1000)
             if (log.requests) log.info("request", { requestId, route: label, method, status, app, ms: Math.round((performance.now() - started) * 100) / 100 })
           }
 

@@ -6,6 +6,7 @@ import { Ids } from "../domain/Ids.js"
 import { Catalog, type AppSettings, type ResolveOptions } from "./Catalog.js"
 import { Limits } from "./Limits.js"
 import { neverSent, ProviderClient, type ProviderTarget } from "./ProviderClient.js"
+import { Metrics } from "./Metrics.js"
 import { UsageLog, type Caller } from "./Usage.js"
 
 /** A model call that has produced its first event: nothing has been sent to the client yet. */
@@ -86,6 +87,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const limits = yield* Limits
       const providers = yield* ProviderClient
       const usageLog = yield* UsageLog
+      const metrics = yield* Metrics
 
       /** One usage record for a finished (or failed) call. */
       const record = (
@@ -94,7 +96,20 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         outcome: { readonly target?: ProviderTarget; readonly sessionId?: string; readonly status: string; readonly usage?: Usage; readonly ttftMs?: number }
       ) => {
         const caller = options.caller
-        if (caller === undefined || !usageLog.enabled) return
+        if (caller === undefined) return
+        const usage = outcome.usage ?? emptyUsage
+        const latencyMs = Math.round((performance.now() - clock.t0) * 100) / 100
+        metrics.modelCall({
+          family: caller.protocol,
+          route: caller.route,
+          model: outcome.target?.id ?? options.model,
+          provider: outcome.target?.provider ?? "",
+          status: outcome.status,
+          tokens: { input: usage.inputTokens, output: usage.outputTokens, cacheRead: usage.cacheReadTokens, cacheWrite: usage.cacheWriteTokens, reasoning: usage.reasoningTokens },
+          latencyMs,
+          ...(outcome.ttftMs !== undefined ? { ttftMs: outcome.ttftMs } : {})
+        })
+        if (!usageLog.enabled) return
         usageLog.record({
           time: clock.at,
           app: options.app.name,
@@ -106,8 +121,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           ...(outcome.target !== undefined ? { model: outcome.target.id, provider: outcome.target.provider } : {}),
           ...(outcome.sessionId !== undefined ? { sessionId: outcome.sessionId } : {}),
           status: outcome.status,
-          usage: outcome.usage ?? emptyUsage,
-          latencyMs: Math.round((performance.now() - clock.t0) * 100) / 100,
+          usage,
+          latencyMs,
           ...(outcome.ttftMs !== undefined ? { ttftMs: outcome.ttftMs } : {})
         })
       }
@@ -163,7 +178,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         sessionId: string,
         events: Stream.Stream<ModelEvent, GatewayError>
       ): Stream.Stream<ModelEvent, GatewayError> => {
-        if (options.caller === undefined || !usageLog.enabled) return events
+        if (options.caller === undefined) return events
         const ttftMs = Math.round((performance.now() - clock.t0) * 100) / 100
         let usage: Usage | undefined
         let status = "cancelled"
@@ -205,7 +220,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             })
           )
         )
-        if (given.caller === undefined || !usageLog.enabled) return run
+        if (given.caller === undefined) return run
         return run.pipe(
           Effect.tapBoth({
             onFailure: (error) => Effect.sync(() => record(given, clock, { status: error.code })),

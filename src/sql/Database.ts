@@ -8,13 +8,15 @@ import meta from "./migrations/0001_meta.js"
 import responses from "./migrations/0002_responses.js"
 import files from "./migrations/0003_files.js"
 import usage from "./migrations/0004_usage.js"
+import keys from "./migrations/0005_keys.js"
 
 /** Migrations by `<id>_<name>`, run in order at start. */
 const migrations = Migrator.fromRecord({
   "0001_meta": meta,
   "0002_responses": responses,
   "0003_files": files,
-  "0004_usage": usage
+  "0004_usage": usage,
+  "0005_keys": keys
 })
 
 /**

@@ -5,6 +5,7 @@ import type { UpstreamError } from "../../src/domain/Errors.js"
 import { Catalog } from "../../src/services/Catalog.js"
 import { KeyStore } from "../../src/services/KeyStore.js"
 import { Limits } from "../../src/services/Limits.js"
+import { Metrics } from "../../src/services/Metrics.js"
 import { UsageLog } from "../../src/services/Usage.js"
 import { ModelRunner } from "../../src/services/ModelRunner.js"
 import { ProviderClient, type ProviderCall } from "../../src/services/ProviderClient.js"
@@ -45,6 +46,6 @@ export const takeCalls = Effect.flatMap(CallLog, (log) => Ref.getAndSet(log, [])
 export const runnerLayer = <P>(config: GatewayConfig, providers: Layer.Layer<ProviderClient | P>) => {
   const base = Layer.mergeAll(Layer.succeed(Settings, config), KeyStore.layer(config), Catalog.layer(config))
   const limits = Limits.layer(config).pipe(Layer.provide(base))
-  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providers, UsageLog.disabled)))
+  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providers, UsageLog.disabled, Metrics.layer)))
   return Layer.mergeAll(base, limits, providers, runner)
 }

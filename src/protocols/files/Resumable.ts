@@ -87,6 +87,10 @@ export const makeResumable = Effect.gen(function* () {
     for (const upload of [...uploads.values()]) if (upload.expiresAt <= now && !upload.busy) yield* drop(upload)
   })
   yield* Effect.forkScoped(Effect.repeat(expire, Schedule.spaced("1 minute")))
+  // an upload lives only while its starting key does
+  keys.onRevoke((keyId) => {
+    for (const upload of [...uploads.values()]) if (upload.keyId === keyId) Effect.runFork(drop(upload))
+  })
   yield* Effect.addFinalizer(() => Effect.forEach([...uploads.values()], drop, { discard: true }))
 
   const gate = (app: string) =>

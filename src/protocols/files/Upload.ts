@@ -113,6 +113,8 @@ export const receiveForm = (store: FileStore["Type"], ctx: RequestContext, rules
     let over = false
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
+        over = true
+        fileStream?.destroy()
         return stage === undefined ? Effect.void : stage.discard
       })
     )
@@ -130,7 +132,7 @@ export const receiveForm = (store: FileStore["Type"], ctx: RequestContext, rules
           }
           let parser: busboy.Busboy
           try {
-            parser = busboy({ headers: ctx.incoming.headers, limits: { files: 1, fields: 32, fieldSize: 64 * 1024, parts: 64 } })
+            parser = busboy({ headers: ctx.incoming.headers, defParamCharset: "utf8", limits: { files: 1, fields: 32, fieldSize: 64 * 1024, parts: 64 } })
           } catch {
             return fail(Errors.invalidRequest("invalid_request_error", "The multipart body has no boundary", { param: "file", closeConnection: true }))
           }

@@ -1,0 +1,90 @@
+import { Effect, Schema } from "effect"
+import { Settings } from "../../Config.js"
+import { Errors, GatewayError } from "../../domain/Errors.js"
+import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { Catalog } from "../../services/Catalog.js"
+import { KeyStore } from "../../services/KeyStore.js"
+import { decodeBody } from "../Decode.js"
+import { makeOwnAuth } from "./Usage.js"
+
+/**
+ * Runtime keys on `/gateway/admin/keys` (spec 2.5, 4.5, 5.5): list, create, revoke by key id; the
+ * admin key only. The secret is in the creation answer once and stored only as a digest.
+ */
+
+/** App names of runtime keys: lowercase letters, digits and `-`, not `default`. */
+const APP = /^[a-z0-9-]{1,64}$/
+
+const conflict = (code: string, message: string, param?: string) =>
+  new GatewayError({ kind: "invalid_request", status: 409, code, message, ...(param !== undefined ? { param } : {}) })
+
+const CreateBody = Schema.Struct({ app: Schema.String })
+const decodeCreate = decodeBody(CreateBody)
+
+const iso = (ms: number) => new Date(ms).toISOString()
+
+export const adminRoutes = Effect.gen(function* () {
+  const config = yield* Settings
+  const keys = yield* KeyStore
+  const catalog = yield* Catalog
+  const auth = yield* makeOwnAuth
+
+  const adminOnly = (ctx: RequestContext) =>
+    Effect.flatMap(auth(ctx), (caller) =>
+      caller._tag === "admin" ? Effect.void : Effect.fail(Errors.permission("admin_key_required", "Runtime keys are managed with the admin key"))
+    )
+
+  const list = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      yield* adminOnly(ctx)
+      return Reply.json({ data: keys.listRuntime().map((k) => ({ id: k.id, app: k.app, created_at: iso(k.createdAt) })) })
+    })
+
+  const create = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      yield* adminOnly(ctx)
+      const body = yield* decodeCreate(yield* ctx.json)
+      const app = body.app
+      if (!APP.test(app) || app === "default") {
+        return yield* Errors.invalidRequest("invalid_app", "app: a runtime key's app is 1 to 64 lowercase letters, digits or -, and not default", { param: "app" })
+      }
+      if (keys.configApps.has(app)) return yield* conflict("app_has_config_key", `app: ${app} has a key in the config; give it config keys only`, "app")
+      // host tools are not built: no app runs them, so `app_has_host_tools` cannot occur yet
+      const known = keys.apps().includes(app)
+      if (!known) {
+        // every app must be able to read one largest body at once
+        const apps = [...keys.apps().filter((a) => a !== "default" || !keys.keyless), app]
+        const needed = apps.reduce((sum, name) => sum + catalog.app(name).maxBodyBytes, 0)
+        if (needed > config.limits.maxBodyBytesInFlight) {
+          return yield* conflict(
+            "body_budget_insufficient",
+            `limits.maxBodyBytesInFlight (${config.limits.maxBodyBytesInFlight} bytes) cannot hold one largest body for each of ${apps.length} apps (${needed} bytes); nothing was created`
+          )
+        }
+      }
+      const created = yield* keys.createRuntime(app)
+      return Reply.json({ id: created.id, app: created.app, key: created.key, created_at: iso(created.createdAt) }, { status: 201 })
+    })
+
+  const revoke = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      yield* adminOnly(ctx)
+      const id = ctx.params.id
+      if (keys.isConfigKey(id)) return yield* conflict("config_key", `${id} is a key from the config; remove it there`)
+      const revoked = yield* keys.revokeRuntime(id)
+      if (!revoked) return yield* Errors.notFound("key_not_found", `No runtime key ${id}`)
+      return Reply.json({ id, revoked: true })
+    })
+
+  const byId = (path: string) => {
+    const match = /^\/gateway\/admin\/keys\/([A-Za-z0-9_-]{1,64})$/.exec(path)
+    return match === null ? undefined : { id: match[1] }
+  }
+
+  const routes: ReadonlyArray<Route> = [
+    { method: "GET", path: "/gateway/admin/keys", auth: "public", handler: list, label: "gateway.admin.keys.list" },
+    { method: "POST", path: "/gateway/admin/keys", auth: "public", handler: create, label: "gateway.admin.keys.create" },
+    { method: "DELETE", path: byId, auth: "public", handler: revoke, label: "gateway.admin.keys.revoke" }
+  ]
+  return routes
+})

@@ -1,0 +1,77 @@
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { Settings } from "../../Config.js"
+import { Errors } from "../../domain/Errors.js"
+import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { FileStore } from "../../services/FileStore.js"
+import { KeyStore } from "../../services/KeyStore.js"
+import { Limits } from "../../services/Limits.js"
+import { Metrics } from "../../services/Metrics.js"
+import { ResponseStore } from "../../services/ResponseStore.js"
+import { makeOwnAuth } from "./Usage.js"
+
+/** `/gateway/metrics` (Prometheus text) and `/gateway/status` (spec 4.5). */
+
+/** The package version, from the nearest package.json above this module (src/ or dist/). */
+const packageVersion = (): string => {
+  let dir = path.dirname(fileURLToPath(import.meta.url))
+  for (let i = 0; i < 6; i++) {
+    const file = path.join(dir, "package.json")
+    if (fs.existsSync(file)) return String((JSON.parse(fs.readFileSync(file, "utf8")) as { version?: unknown }).version ?? "unknown")
+    dir = path.dirname(dir)
+  }
+  return "unknown"
+}
+
+export const opsRoutes = Effect.gen(function* () {
+  const config = yield* Settings
+  const keys = yield* KeyStore
+  const metrics = yield* Metrics
+  const limits = yield* Limits
+  const responses = yield* ResponseStore
+  const files = yield* FileStore
+  const auth = yield* makeOwnAuth
+  const version = packageVersion()
+  const startedAt = Date.now()
+
+  const gauges = () => {
+    const inFlight = limits.inFlight()
+    return { requestsInFlight: metrics.requestsInFlight(), modelRequestsInFlight: inFlight.modelRequests, bodyBytesInFlight: inFlight.bodyBytes }
+  }
+
+  /** With an admin key set only the admin reads metrics; otherwise any key (or none on a keyless gateway). */
+  const metricsHandler = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      const caller = yield* auth(ctx)
+      if (keys.hasAdmin && caller._tag !== "admin") return yield* Errors.permission("admin_key_required", "Metrics are read with the admin key on this gateway")
+      return Reply.text(metrics.render(gauges()), "text/plain; version=0.0.4; charset=utf-8")
+    })
+
+  const statusHandler = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      const caller = yield* auth(ctx)
+      if (caller._tag !== "admin") return yield* Errors.permission("admin_key_required", "The status page is read with the admin key")
+      const recent = new Map(metrics.recentProviders().map((p) => [p.provider, p]))
+      const g = gauges()
+      return Reply.json({
+        version,
+        uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+        providers: Object.entries(config.providers).map(([name, p]) => ({
+          name,
+          type: p.type,
+          recent: { windowSeconds: 300, calls: recent.get(name)?.calls ?? 0, failures: recent.get(name)?.failures ?? 0, errorRate: recent.get(name)?.errorRate ?? 0 }
+        })),
+        inFlight: { requests: g.requestsInFlight, modelRequests: g.modelRequestsInFlight, bodyBytes: g.bodyBytesInFlight },
+        storedResponses: yield* responses.stats(),
+        files: yield* files.stats()
+      })
+    })
+
+  const routes: ReadonlyArray<Route> = [
+    { method: "GET", path: "/gateway/metrics", auth: "public", handler: metricsHandler, label: "gateway.metrics" },
+    { method: "GET", path: "/gateway/status", auth: "public", handler: statusHandler, label: "gateway.status" }
+  ]
+  return routes
+})

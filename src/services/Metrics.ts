@@ -1,0 +1,144 @@
+import { Context, Layer } from "effect"
+
+/**
+ * In-process metrics for `/gateway/metrics` (Prometheus text format) and `/gateway/status`:
+ * counters and histograms updated synchronously on the request path (a map lookup and a few
+ * additions), rendered only when scraped.
+ */
+
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
+/** window of the recent provider error rates on the status page */
+const RECENT_MS = 5 * 60 * 1000
+
+interface Histogram {
+  readonly counts: Array<number>
+  sum: number
+  count: number
+}
+
+const escapeLabel = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"')
+const labelText = (labels: Readonly<Record<string, string>>) => {
+  const entries = Object.entries(labels)
+  return entries.length === 0 ? "" : `{${entries.map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",")}}`
+}
+
+class Family<V> {
+  readonly series = new Map<string, { readonly labels: Readonly<Record<string, string>>; value: V }>()
+  constructor(private readonly init: () => V) {}
+  at(labels: Readonly<Record<string, string>>): { readonly labels: Readonly<Record<string, string>>; value: V } {
+    const key = labelText(labels)
+    let entry = this.series.get(key)
+    if (entry === undefined) {
+      entry = { labels, value: this.init() }
+      this.series.set(key, entry)
+    }
+    return entry
+  }
+}
+
+const newHistogram = (): Histogram => ({ counts: BUCKETS.map(() => 0), sum: 0, count: 0 })
+const observe = (h: Histogram, seconds: number) => {
+  for (let i = 0; i < BUCKETS.length; i++) if (seconds <= BUCKETS[i]) h.counts[i]++
+  h.sum += seconds
+  h.count++
+}
+
+export interface ModelCallOutcome {
+  readonly family: string
+  readonly route: string
+  readonly model: string
+  readonly provider: string
+  /** `ok` or the error code */
+  readonly status: string
+  readonly tokens: { readonly input: number; readonly output: number; readonly cacheRead: number; readonly cacheWrite: number; readonly reasoning: number }
+  readonly latencyMs: number
+  readonly ttftMs?: number
+}
+
+export interface Gauges {
+  readonly modelRequestsInFlight: number
+  readonly bodyBytesInFlight: number
+  readonly requestsInFlight: number
+}
+
+const makeMetrics = () => {
+  const requests = new Family(() => 0)
+  const requestSeconds = new Family(newHistogram)
+  const modelRequests = new Family(() => 0)
+  const tokens = new Family(() => 0)
+  const modelSeconds = new Family(newHistogram)
+  const ttftSeconds = new Family(newHistogram)
+  const upstreamErrors = new Family(() => 0)
+  const recent = new Map<string, Array<{ readonly at: number; readonly failed: boolean }>>()
+  let inFlight = 0
+
+  const remember = (provider: string, failed: boolean) => {
+    const now = Date.now()
+    let list = recent.get(provider)
+    if (list === undefined) recent.set(provider, (list = []))
+    list.push({ at: now, failed })
+    while (list.length > 0 && list[0].at < now - RECENT_MS) list.shift()
+    if (list.length > 10_000) list.splice(0, list.length - 10_000)
+  }
+
+  return {
+    requestStarted: () => void inFlight++,
+    requestFinished: (family: string, route: string, status: number, seconds: number) => {
+      inFlight = Math.max(0, inFlight - 1)
+      requests.at({ family, route, status: String(status) }).value++
+      observe(requestSeconds.at({ family, route }).value, seconds)
+    },
+    modelCall: (o: ModelCallOutcome) => {
+      modelRequests.at({ family: o.family, route: o.route, model: o.model, status: o.status }).value++
+      for (const [kind, n] of Object.entries(o.tokens)) if (n > 0) tokens.at({ model: o.model, kind }).value += n
+      observe(modelSeconds.at({ model: o.model }).value, o.latencyMs / 1000)
+      if (o.ttftMs !== undefined) observe(ttftSeconds.at({ model: o.model }).value, o.ttftMs / 1000)
+      const failed = o.status !== "ok" && o.status !== "cancelled"
+      if (failed && o.provider !== "") upstreamErrors.at({ provider: o.provider, kind: o.status }).value++
+      if (o.provider !== "") remember(o.provider, failed)
+    },
+    /** recent calls and failures per provider (last five minutes) */
+    recentProviders: () => {
+      const now = Date.now()
+      return [...recent].map(([provider, list]) => {
+        const live = list.filter((e) => e.at >= now - RECENT_MS)
+        const failures = live.filter((e) => e.failed).length
+        return { provider, calls: live.length, failures, errorRate: live.length === 0 ? 0 : Math.round((failures / live.length) * 10000) / 10000 }
+      })
+    },
+    requestsInFlight: () => inFlight,
+    /** the Prometheus text exposition (version 0.0.4) */
+    render: (gauges: Gauges): string => {
+      const out: Array<string> = []
+      const counter = (name: string, help: string, family: Family<number>) => {
+        out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`)
+        for (const s of family.series.values()) out.push(`${name}${labelText(s.labels)} ${s.value}`)
+      }
+      const histogram = (name: string, help: string, family: Family<Histogram>) => {
+        out.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`)
+        for (const s of family.series.values()) {
+          BUCKETS.forEach((le, i) => out.push(`${name}_bucket${labelText({ ...s.labels, le: String(le) })} ${s.value.counts[i]}`))
+          out.push(`${name}_bucket${labelText({ ...s.labels, le: "+Inf" })} ${s.value.count}`)
+          out.push(`${name}_sum${labelText(s.labels)} ${s.value.sum}`)
+          out.push(`${name}_count${labelText(s.labels)} ${s.value.count}`)
+        }
+      }
+      const gauge = (name: string, help: string, value: number) => out.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`, `${name} ${value}`)
+      counter("gateway_requests_total", "HTTP requests answered, by protocol family, route and status.", requests)
+      histogram("gateway_request_duration_seconds", "Time to answer an HTTP request, by family and route.", requestSeconds)
+      counter("gateway_model_requests_total", "Model calls, by family, route, model and outcome (ok or the error code).", modelRequests)
+      counter("gateway_tokens_total", "Tokens of model calls, by model and kind (input, output, cacheRead, cacheWrite, reasoning).", tokens)
+      histogram("gateway_model_call_duration_seconds", "Duration of model calls, by model.", modelSeconds)
+      histogram("gateway_time_to_first_token_seconds", "Time to the first model event of streamed calls, by model.", ttftSeconds)
+      counter("gateway_upstream_errors_total", "Failed model calls, by provider and error kind.", upstreamErrors)
+      gauge("gateway_requests_in_flight", "HTTP requests being handled.", gauges.requestsInFlight)
+      gauge("gateway_model_requests_in_flight", "Model calls holding a concurrency slot.", gauges.modelRequestsInFlight)
+      gauge("gateway_body_bytes_in_flight", "Request body bytes being read.", gauges.bodyBytesInFlight)
+      return `${out.join("\n")}\n`
+    }
+  }
+}
+
+export class Metrics extends Context.Tag("gateway/Metrics")<Metrics, ReturnType<typeof makeMetrics>>() {
+  static readonly layer = Layer.sync(Metrics, makeMetrics)
+}
