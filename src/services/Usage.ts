@@ -64,7 +64,15 @@ export interface UsageReport {
   readonly app: string | null
   readonly user: string | null
   readonly totals: Totals & { readonly latencyMs: Percentiles; readonly ttftMs: Percentiles }
-  readonly days: ReadonlyArray<{ readonly day: string; readonly models: ReadonlyArray<Totals & { readonly model: string; readonly latencyMs: Percentiles }> }>
+  readonly days: ReadonlyArray<{
+    readonly day: string
+    readonly models: ReadonlyArray<Totals & { readonly model: string; readonly latencyMs: Percentiles }>
+    readonly apps: ReadonlyArray<Totals & { readonly app: string }>
+  }>
+  /** hourly totals (UTC, `YYYY-MM-DDTHH`) when the range is at most 7 days, for charts over time */
+  readonly hours?: ReadonlyArray<Totals & { readonly hour: string }>
+  /** the users with the most requests (at most 20) */
+  readonly topUsers: ReadonlyArray<Totals & { readonly user: string }>
 }
 
 export interface Percentiles {
@@ -89,7 +97,10 @@ const percentiles = (values: Array<number>): Percentiles => {
 const zero = (): Totals => ({ requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 })
 
 interface Row {
+  readonly time: number
   readonly day: string
+  readonly app: string
+  readonly user: string | null
   readonly model: string | null
   readonly requested_model: string
   readonly status: string
@@ -184,16 +195,19 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
         Effect.gen(function* () {
           yield* flush
           const rows = yield* Effect.orDie(
-            sql<Row>`SELECT day, model, requested_model, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms
+            sql<Row>`SELECT time, day, app, user, model, requested_model, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms
               FROM usage WHERE day >= ${filter.from} AND day <= ${filter.to}
               ${filter.app !== undefined ? sql`AND app = ${filter.app}` : sql``}
               ${filter.user !== undefined ? sql`AND user = ${filter.user}` : sql``}
-              ORDER BY day`
+              ORDER BY time`
           )
           const totals = zero()
           const latencies: Array<number> = []
           const ttfts: Array<number> = []
           const days = new Map<string, Map<string, { totals: Totals; latencies: Array<number> }>>()
+          const dayApps = new Map<string, Map<string, Totals>>()
+          const users = new Map<string, Totals>()
+          const hourly = (Date.parse(filter.to) - Date.parse(filter.from)) / 86_400_000 < 7 ? new Map<string, Totals>() : undefined
           const add = (t: Totals, r: Row) => {
             t.requests++
             if (r.status !== "ok") t.errors++
@@ -214,6 +228,22 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
             if (entry === undefined) byModel.set(model, (entry = { totals: zero(), latencies: [] }))
             add(entry.totals, r)
             entry.latencies.push(r.latency_ms)
+            let byApp = dayApps.get(r.day)
+            if (byApp === undefined) dayApps.set(r.day, (byApp = new Map()))
+            let appTotals = byApp.get(r.app)
+            if (appTotals === undefined) byApp.set(r.app, (appTotals = zero()))
+            add(appTotals, r)
+            if (hourly !== undefined) {
+              const hour = new Date(r.time).toISOString().slice(0, 13)
+              let hourTotals = hourly.get(hour)
+              if (hourTotals === undefined) hourly.set(hour, (hourTotals = zero()))
+              add(hourTotals, r)
+            }
+            if (r.user !== null) {
+              let userTotals = users.get(r.user)
+              if (userTotals === undefined) users.set(r.user, (userTotals = zero()))
+              add(userTotals, r)
+            }
           }
           return {
             from: filter.from,
@@ -223,8 +253,14 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
             totals: { ...totals, latencyMs: percentiles(latencies), ttftMs: percentiles(ttfts) },
             days: [...days].map(([day, byModel]) => ({
               day,
-              models: [...byModel].map(([model, e]) => ({ model, ...e.totals, latencyMs: percentiles(e.latencies) }))
-            }))
+              models: [...byModel].map(([model, e]) => ({ model, ...e.totals, latencyMs: percentiles(e.latencies) })),
+              apps: [...(dayApps.get(day) ?? new Map<string, Totals>())].map(([app, t]) => ({ app, ...t }))
+            })),
+            ...(hourly !== undefined ? { hours: [...hourly].sort((a, b) => a[0].localeCompare(b[0])).map(([hour, t]) => ({ hour, ...t })) } : {}),
+            topUsers: [...users]
+              .sort((a, b) => b[1].requests - a[1].requests)
+              .slice(0, 20)
+              .map(([user, t]) => ({ user, ...t }))
           } satisfies UsageReport
         })
 
@@ -247,7 +283,8 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
           app: filter.app ?? null,
           user: filter.user ?? null,
           totals: { ...zero(), latencyMs: percentiles([]), ttftMs: percentiles([]) },
-          days: []
+          days: [],
+          topUsers: []
         })
     })
   )
