@@ -1,5 +1,6 @@
 import { Effect, Layer } from "effect"
 import { Settings, type GatewayConfig } from "./Config.js"
+import { telemetryLayer } from "./Telemetry.js"
 import { makeEdge } from "./http/Edge.js"
 import { Log } from "./http/Log.js"
 import type { Route } from "./http/Route.js"
@@ -97,5 +98,5 @@ export const gatewayLayer = (config: GatewayConfig, options: ServeOptions = {}) 
       )
     })
   )
-  return Layer.provideMerge(announce, server).pipe(Layer.provide(servicesLayer(config, options.providers)))
+  return Layer.provideMerge(announce, server).pipe(Layer.provide(servicesLayer(config, options.providers)), Layer.provide(telemetryLayer(config)))
 }

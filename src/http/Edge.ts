@@ -9,6 +9,7 @@ import { Limits } from "../services/Limits.js"
 import { isJsonContentType, readBody } from "./Body.js"
 import { renderError, type Family } from "./Envelopes.js"
 import { Metrics } from "../services/Metrics.js"
+import { tracingEnabled } from "../Telemetry.js"
 import { Log } from "./Log.js"
 import type { Headers, Reply, RequestContext, Route, Written } from "./Route.js"
 
@@ -120,6 +121,7 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
     const limits = yield* Limits
     const log = yield* Log
     const metrics = yield* Metrics
+    const tracing = tracingEnabled(config)
 
     return (port: number) => {
       const hosts = allowedHosts(config.listen.host, port, config.listen.hosts)
@@ -154,12 +156,15 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
           let app: string | undefined
 
           let finished = false
+          let model: string | undefined
           metrics.requestStarted()
           const finish = (status: number) => {
             if (finished) return
             finished = true
             metrics.requestFinished(family, label, status, (performance.now() - started) / 1000)
-            if (log.requests) log.info("request", { requestId, route: label, method, status, app, ms: Math.round((performance.now() - started) * 100) / 100 })
+            if (log.requests) {
+              log.info("request", { requestId, route: label, method, status, app, ...(model !== undefined ? { model } : {}), ms: Math.round((performance.now() - started) * 100) / 100 })
+            }
           }
 
           const idHeaders: Record<string, string> = family === "messages" ? { "x-gateway-request-id": requestId, "request-id": requestId } : { "x-gateway-request-id": requestId }
@@ -265,6 +270,7 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
               incoming,
               response,
               deadline: Date.now() + config.requestTimeoutMs,
+              noteModel: (name) => void (model = name.slice(0, 200)),
               json: Effect.suspend(() => readJson(settings.maxBodyBytes, principal.app))
             }
           }
@@ -298,7 +304,12 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
             if (settled instanceof GatewayError) writeError(settled)
             return Effect.void
           }
-          return matchedRoute.handler(settled).pipe(
+          const handled = tracing
+            ? matchedRoute.handler(settled).pipe(
+                Effect.withSpan(`${method} ${label}`, { kind: "server", attributes: { "http.request.method": method, "http.route": label, "gateway.family": family, "gateway.app": app ?? "" } })
+              )
+            : matchedRoute.handler(settled)
+          return handled.pipe(
             Effect.matchCause({
               onSuccess: write,
               onFailure: (cause) => {

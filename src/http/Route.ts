@@ -48,6 +48,8 @@ export interface RequestContext {
   readonly response: ServerResponse
   /** when the request must be finished (`requestTimeoutMs`), epoch ms */
   readonly deadline: number
+  /** record the model the request named, for the access log line */
+  readonly noteModel: (model: string) => void
   /** the JSON body, read once with every body limit; requires `application/json` */
   readonly json: Effect.Effect<unknown, AnyGatewayError>
 }
@@ -101,7 +103,8 @@ const USER = /^[A-Za-z0-9._@:-]{1,64}$/
  * user (header `x-gateway-user`, else the request's own user field), kept only when it has the
  * format the usage filter accepts.
  */
-export const callerOf = (ctx: RequestContext, requestUser?: string | null) => {
+export const callerOf = (ctx: RequestContext, requestUser?: string | null, model?: string) => {
+  if (model !== undefined) ctx.noteModel(model)
   const given = ctx.headers["x-gateway-user"] ?? requestUser ?? undefined
   const user = given !== undefined && USER.test(given) ? given : undefined
   return { keyId: ctx.principal.keyId, protocol: ctx.family, route: ctx.route, ...(user !== undefined ? { user } : {}) }

@@ -422,7 +422,7 @@ export class FileStore extends Context.Tag("gateway/FileStore")<
               return recordOf(row)
             })
           ).pipe(Effect.tapError(() => drop), Effect.uninterruptible)
-        })
+        }).pipe(Effect.withSpan("FileStore.commit", { attributes: { "gateway.app": app, "gateway.bytes": staged.bytes } }))
 
       // start: drop rows whose file is gone, files (and leftover temporary files) with no row, then expired files
       yield* Effect.promise(() => fs.promises.mkdir(dir, { recursive: true }))
@@ -468,7 +468,10 @@ export class FileStore extends Context.Tag("gateway/FileStore")<
             return (yield* Effect.orDie(listLive({ app, now }))).map(recordOf)
           }),
         path: (record) => path.join(dir, record.id),
-        read: (record) => Effect.tryPromise({ try: () => fs.promises.readFile(path.join(dir, record.id)), catch: () => storageFailed() }),
+        read: (record) =>
+          Effect.tryPromise({ try: () => fs.promises.readFile(path.join(dir, record.id)), catch: () => storageFailed() }).pipe(
+            Effect.withSpan("FileStore.read", { attributes: { "gateway.bytes": record.bytes } })
+          ),
         remove: (app, id) =>
           Effect.gen(function* () {
             if (!ID.test(id)) return false

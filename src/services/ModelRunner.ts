@@ -6,6 +6,7 @@ import { Ids } from "../domain/Ids.js"
 import { Catalog, type AppSettings, type ResolveOptions } from "./Catalog.js"
 import { Limits } from "./Limits.js"
 import { neverSent, ProviderClient, type ProviderTarget } from "./ProviderClient.js"
+import { tracingEnabled } from "../Telemetry.js"
 import { Metrics } from "./Metrics.js"
 import { UsageLog, type Caller } from "./Usage.js"
 
@@ -88,6 +89,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const providers = yield* ProviderClient
       const usageLog = yield* UsageLog
       const metrics = yield* Metrics
+      const tracing = tracingEnabled(config)
+      const spanAttributes = (target: ProviderTarget) => ({ "gateway.provider": target.provider, "gateway.model": target.id, "gateway.provider_type": target.providerType })
 
       /** One usage record for a finished (or failed) call. */
       const record = (
@@ -148,7 +151,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
             const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
             // an absolute deadline for the whole call, output included
-            const upstream = providers.stream({ target, request, deadline: options.deadline }).pipe(
+            const called = providers.stream({ target, request, deadline: options.deadline })
+            const upstream = (tracing ? Stream.withSpan(called, "provider.stream", { kind: "client", attributes: spanAttributes(target) }) : called).pipe(
               Stream.interruptWhen(Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
             )
             // pull up to the first non-empty chunk: failing here may still fall back to the next target
@@ -209,7 +213,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
                 }
                 const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
                 const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
-                return Effect.matchEffect(providers.complete({ target, request, deadline: options.deadline }), {
+                const called = providers.complete({ target, request, deadline: options.deadline })
+                return Effect.matchEffect(tracing ? Effect.withSpan(called, "provider.complete", { kind: "client", attributes: spanAttributes(target) }) : called, {
                   onSuccess: (events): Effect.Effect<CompletedRun, GatewayError> =>
                     Effect.succeed({ target, sessionId: Ids.session(), droppedParams: dropped, events }),
                   onFailure: (error: UpstreamError): Effect.Effect<CompletedRun, GatewayError> =>

@@ -61,7 +61,7 @@ const makeHandler = (legacy: boolean) =>
           reasoningOutput: ctx.app.reasoningOutput
         }
         const safetyId = (body as { safety_identifier?: unknown }).safety_identifier
-        const caller = callerOf(ctx, request.user ?? (typeof safetyId === "string" ? safetyId : undefined))
+        const caller = callerOf(ctx, request.user ?? (typeof safetyId === "string" ? safetyId : undefined), model)
         const start = runner.start({ caller, model, request, app: ctx.app, deadline: ctx.deadline, resolve: reasoningResolve(decoded) })
         const indexes = Array.from({ length: decoded.n }, (_, i) => i)
 

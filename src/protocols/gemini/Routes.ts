@@ -62,7 +62,7 @@ export const geminiRoutes = Effect.gen(function* () {
     })
 
   const runOptions = (model: string, decoded: DecodedGemini, ctx: RequestContext): RunOptions => ({
-    caller: callerOf(ctx),
+    caller: callerOf(ctx, undefined, model),
     model,
     request: withRespondTool(decoded.request),
     app: ctx.app,

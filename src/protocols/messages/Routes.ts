@@ -61,7 +61,7 @@ export const messagesRoutes = Effect.gen(function* () {
       const request = withRespondTool(decoded.request)
       const metadataUser = (wire.metadata as { user_id?: unknown } | null | undefined)?.user_id
       const runOptions = {
-        caller: callerOf(ctx, typeof metadataUser === "string" ? metadataUser : undefined),
+        caller: callerOf(ctx, typeof metadataUser === "string" ? metadataUser : undefined, wire.model),
         model: wire.model,
         request,
         app: ctx.app,

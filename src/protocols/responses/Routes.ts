@@ -162,7 +162,7 @@ export const responsesRoutes = Effect.gen(function* () {
       const options = { reasoningOutput: ctx.app.reasoningOutput, parallelToolCalls: canonical.parallelToolCalls }
       const safetyId = (prepared.wire as { safety_identifier?: unknown }).safety_identifier
       const runOptions = {
-        caller: callerOf(ctx, canonical.user ?? (typeof safetyId === "string" ? safetyId : undefined)),
+        caller: callerOf(ctx, canonical.user ?? (typeof safetyId === "string" ? safetyId : undefined), prepared.wire.model),
         model: prepared.wire.model,
         request,
         app: ctx.app,
