@@ -4,9 +4,12 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { filesScenario } from "./files.js"
 import { load, median, post, repoRoot, startGateway, type LoadResult } from "./lib.js"
 
 const quick = process.argv.includes("--quick")
+/** `--files`: only the files scenario */
+const filesOnly = process.argv.includes("--files")
 const seconds = quick ? 2 : 4
 const rounds = quick ? 1 : 3
 
@@ -31,9 +34,9 @@ const note = (scenario: string, measure: string, value: number, unit: string) =>
   process.stderr.write(`[bench] ${scenario}: ${measure} = ${value.toFixed(3)} ${unit}\n`)
 }
 
-const gateway = await startGateway(config)
-const responses = `${gateway.url}/v1/responses`
-try {
+const gateway = filesOnly ? undefined : await startGateway(config)
+const responses = `${gateway?.url}/v1/responses`
+if (gateway !== undefined) try {
   // --- Responses chains: chaining from a response 100 turns deep vs 1 turn deep ---------------
   const chain = async (depth: number) => {
     let previous: string | undefined
@@ -99,6 +102,9 @@ try {
 } finally {
   await gateway.stop()
 }
+
+// --- Files: a 32 MiB upload against a bare server; RSS while 8 x 32 MiB arrive at once ----------
+await filesScenario({ rounds, note })
 
 const width = Math.max(...rows.map((r) => `${r.scenario}  ${r.measure}`.length))
 process.stdout.write(`\nbenchmark${quick ? " (quick)" : ""} — median of ${rounds} round(s) of ${seconds} s\n\n`)
