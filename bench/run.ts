@@ -5,6 +5,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { filesScenario } from "./files.js"
+import { usageScenario } from "./usage.js"
 import { load, median, post, repoRoot, startGateway, type LoadResult } from "./lib.js"
 
 const quick = process.argv.includes("--quick")
@@ -105,6 +106,9 @@ if (gateway !== undefined) try {
 
 // --- Files: a 32 MiB upload against a bare server; RSS while 8 x 32 MiB arrive at once ----------
 await filesScenario({ rounds, note })
+
+// --- Usage accounting: throughput with and without recording ---------------------------------
+if (!filesOnly) await usageScenario({ rounds, seconds, note })
 
 const width = Math.max(...rows.map((r) => `${r.scenario}  ${r.measure}`.length))
 process.stdout.write(`\nbenchmark${quick ? " (quick)" : ""} — median of ${rounds} round(s) of ${seconds} s\n\n`)
