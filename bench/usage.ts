@@ -27,7 +27,9 @@ export const usageScenario = async (options: {
     // a warm-up for each, then alternate
     for (const g of [on, off]) await load({ url: `${g.url}/v1/chat/completions`, connections: 32, seconds: 1, body })
     for (let round = 0; round < Math.max(3, options.rounds * 2); round++) {
-      for (const [name, g] of (round % 2 === 0 ? [["on", on], ["off", off]] : [["off", off], ["on", on]]) as const) {
+      const order: ReadonlyArray<"on" | "off"> = round % 2 === 0 ? ["on", "off"] : ["off", "on"]
+      for (const name of order) {
+        const g = name === "on" ? on : off
         runs[name].push((await load({ url: `${g.url}/v1/chat/completions`, connections: 32, seconds: options.seconds, body })).perSecond)
       }
     }

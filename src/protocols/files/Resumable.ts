@@ -8,7 +8,7 @@ import { FileStore, type Stage } from "../../services/FileStore.js"
 import { KeyStore } from "../../services/KeyStore.js"
 import { decodeAt } from "../Decode.js"
 import { geminiFile } from "./Shapes.js"
-import { bodyPieces, bodyRules, declaredLength, receiveRelated } from "./Upload.js"
+import { bodyPieces, bodyRules, declaredLength, receiveRelated, saveUpload } from "./Upload.js"
 
 /**
  * Gemini-style uploads on `POST /upload/v1beta/files` (spec 4.4): the resumable protocol (a
@@ -177,22 +177,11 @@ export const makeResumable = Effect.gen(function* () {
   /** `uploadType=multipart`: JSON metadata then the file, as multipart/related. */
   const multipart = (ctx: RequestContext) =>
     Effect.gen(function* () {
-      const app = ctx.principal.app
-      yield* gate(app)
-      const rules = bodyRules(ctx, config.limits)
-      const length = yield* declaredLength(ctx.incoming, rules.maxBytes)
-      yield* store.checkRoom(app)
-      const record = yield* Effect.scoped(
-        Effect.gen(function* () {
-          yield* store.admit(app, length ?? rules.maxBytes)
-          const received = yield* receiveRelated(store, ctx, rules)
-          let committed = false
-          yield* Effect.addFinalizer(() => (committed ? Effect.void : store.drop(received.staged)))
-          const metadata = yield* decodeStart(received.metadata, "metadata")
+      yield* gate(ctx.principal.app)
+      const record = yield* saveUpload(store, ctx, bodyRules(ctx, config.limits), receiveRelated, (received) =>
+        Effect.map(decodeStart(received.metadata, "metadata"), (metadata) => {
           const displayName = metadata.file?.displayName ?? metadata.file?.display_name ?? undefined
-          const record = yield* store.commit(app, received.staged, { filename: displayName ?? "upload", purpose: "user_data", ...(displayName ? { displayName } : {}), maxAgeDays: ctx.app.maxAgeDays })
-          committed = true
-          return record
+          return { filename: displayName ?? "upload", purpose: "user_data", ...(displayName ? { displayName } : {}), maxAgeDays: ctx.app.maxAgeDays }
         })
       )
       return Reply.json({ file: geminiFile(record, ctx.origin) })

@@ -6,7 +6,7 @@ import { fileNotFound } from "../FileParts.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { FileStore, type FileRecord } from "../../services/FileStore.js"
 import { chatFile, chatPage, geminiFile, geminiPage, messagesFile, messagesPage } from "./Shapes.js"
-import { bodyRules, declaredLength, receiveForm } from "./Upload.js"
+import { bodyRules, receiveForm, saveUpload } from "./Upload.js"
 import { makeResumable } from "./Resumable.js"
 
 /**
@@ -43,30 +43,14 @@ export const filesRoutes = Effect.gen(function* () {
   const upload = (ctx: RequestContext) =>
     Effect.gen(function* () {
       yield* gate(ctx)
-      const app = ctx.principal.app
-      const rules = bodyRules(ctx, config.limits)
-      const length = yield* declaredLength(ctx.incoming, rules.maxBytes)
-      yield* store.checkRoom(app)
-      const record = yield* Effect.scoped(
-        Effect.gen(function* () {
-          yield* store.admit(app, length ?? rules.maxBytes)
-          const form = yield* receiveForm(store, ctx, rules)
-          // a staged file that is not committed (refused purpose, request gone) is removed at once
-          let committed = false
-          yield* Effect.addFinalizer(() => (committed ? Effect.void : store.drop(form.staged)))
-          let purpose = "user_data"
-          if (ctx.family !== "messages") {
-            const given = form.fields.purpose
-            if (given === undefined || !chatPurposes.includes(given)) {
-              return yield* Errors.invalidRequest("invalid_request_error", `purpose: must be one of ${chatPurposes.join(", ")}`, { param: "purpose" })
-            }
-            purpose = given
-          }
-          const record = yield* store.commit(app, form.staged, { filename: form.filename, purpose, maxAgeDays: ctx.app.maxAgeDays })
-          committed = true
-          return record
-        })
-      )
+      const record = yield* saveUpload(store, ctx, bodyRules(ctx, config.limits), receiveForm, (form) => {
+        // the Messages shape has no purpose; its uploads are user data
+        const purpose = ctx.family === "messages" ? "user_data" : form.fields.purpose
+        if (purpose === undefined || !chatPurposes.includes(purpose)) {
+          return Effect.fail(Errors.invalidRequest("invalid_request_error", `purpose: must be one of ${chatPurposes.join(", ")}`, { param: "purpose" }))
+        }
+        return Effect.succeed({ filename: form.filename, purpose, maxAgeDays: ctx.app.maxAgeDays })
+      })
       return Reply.json(ctx.family === "messages" ? messagesFile(record) : chatFile(record))
     })
 

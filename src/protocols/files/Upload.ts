@@ -4,7 +4,7 @@ import type { IncomingMessage } from "node:http"
 import type { Readable } from "node:stream"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import type { RequestContext } from "../../http/Route.js"
-import type { FileStore, Stage, StagedFile } from "../../services/FileStore.js"
+import type { CommitOptions, FileRecord, FileStore, Stage, StagedFile } from "../../services/FileStore.js"
 
 /**
  * Upload bodies, streamed to the file store as they arrive (never held whole in memory): the
@@ -319,4 +319,35 @@ export const receiveRelated = (store: FileStore["Type"], ctx: RequestContext, ru
     const staged = yield* opened.finish
     stage = undefined
     return { staged, metadata }
+  })
+
+/**
+ * A whole upload in one request: the body cap checked on the declared length, room for one more
+ * file, a place in the app's save queue for the request's lifetime, the body received by
+ * `receive` into a staged file, then committed with what `describe` makes of it. A staged file
+ * that is not committed (a refused field, the client gone) is removed at once.
+ */
+export const saveUpload = <R extends { readonly staged: StagedFile }>(
+  store: FileStore["Type"],
+  ctx: RequestContext,
+  rules: BodyRules,
+  receive: (store: FileStore["Type"], ctx: RequestContext, rules: BodyRules) => Effect.Effect<R, GatewayError, Scope.Scope>,
+  describe: (received: R) => Effect.Effect<CommitOptions, GatewayError>
+): Effect.Effect<FileRecord, GatewayError> =>
+  Effect.gen(function* () {
+    const app = ctx.principal.app
+    const length = yield* declaredLength(ctx.incoming, rules.maxBytes)
+    yield* store.checkRoom(app)
+    return yield* Effect.scoped(
+      Effect.gen(function* () {
+        yield* store.admit(app, length ?? rules.maxBytes)
+        const received = yield* receive(store, ctx, rules)
+        let committed = false
+        yield* Effect.addFinalizer(() => (committed ? Effect.void : store.drop(received.staged)))
+        const options = yield* describe(received)
+        const record = yield* store.commit(app, received.staged, options)
+        committed = true
+        return record
+      })
+    )
   })
