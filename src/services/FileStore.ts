@@ -1,11 +1,12 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Cause, Clock, Context, Deferred, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Option, Schema, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Errors, type GatewayError } from "../domain/Errors.js"
 import { acceptedKinds, makeClassifier } from "../domain/FileKind.js"
 import { randomHex } from "../domain/Ids.js"
 import { Log } from "../http/Log.js"
+import { makeTallies, throttledSweep } from "./StoreKit.js"
 
 /** One uploaded file (spec 2.4); the shapes of the three Files APIs are built from it. */
 export interface FileRecord {
@@ -175,10 +176,8 @@ export class FileStore extends Context.Tag("gateway/FileStore")<
       const caps = { ...defaultFileStoreLimits, ...limits }
       const dir = path.join(dataDir, "files")
       const lock = yield* Effect.makeSemaphore(1)
-      const tallies = new Map<string, { count: number; bytes: number }>()
+      const tallies = makeTallies()
       const queues = new Map<string, Queue>()
-      let lastSweep = Number.NEGATIVE_INFINITY
-      let sweeping = false
 
       const insert = SqlSchema.void({ Request: Row, execute: (row) => sql`INSERT INTO files ${sql.insert(row)}` })
       const findLive = SqlSchema.findOne({
@@ -211,13 +210,8 @@ export class FileStore extends Context.Tag("gateway/FileStore")<
         execute: () => sql`SELECT app, COUNT(*) AS count, COALESCE(SUM(bytes), 0) AS bytes FROM files GROUP BY app`
       })
 
-      const tallyOf = (app: string) => tallies.get(app) ?? { count: 0, bytes: 0 }
-      const adjust = (app: string, count: number, bytes: number) => {
-        const tally = tallyOf(app)
-        const next = { count: tally.count + count, bytes: tally.bytes + bytes }
-        if (next.count <= 0) tallies.delete(app)
-        else tallies.set(app, next)
-      }
+      const tallyOf = tallies.of
+      const adjust = tallies.adjust
       const unlinkAll = (ids: ReadonlyArray<string>) => Effect.promise(() => Promise.all(ids.map((id) => fs.promises.unlink(path.join(dir, id)).catch(() => undefined))))
 
       const sweepBatch = Effect.gen(function* () {
@@ -235,19 +229,8 @@ export class FileStore extends Context.Tag("gateway/FileStore")<
       })
       const sweep = Effect.iterate(BATCH, { while: (n) => n === BATCH, body: () => sweepBatch })
 
-      /** Fork a sweep when none ran in the last minute; the caller never waits for it. */
-      const maybeSweep = Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        if (sweeping || now - lastSweep < SWEEP_EVERY_MS) return
-        lastSweep = now
-        sweeping = true
-        yield* sweep.pipe(
-          Effect.catchAllCause((cause) => Effect.sync(() => log.error("files.sweep_failed", { reason: Cause.isDie(cause) ? "defect" : "database" }))),
-          Effect.ensuring(Effect.sync(() => void (sweeping = false))),
-          Effect.interruptible,
-          Effect.forkIn(scope)
-        )
-      })
+      const sweeper = throttledSweep({ sweep, everyMs: SWEEP_EVERY_MS, scope, log, event: "files.sweep_failed" })
+      const maybeSweep = sweeper.maybe
 
       // --- the save queue -------------------------------------------------------------------------
 
@@ -435,7 +418,7 @@ export class FileStore extends Context.Tag("gateway/FileStore")<
       yield* Effect.promise(() => Promise.all(orphans.map((name) => fs.promises.rm(path.join(dir, name), { force: true, recursive: true }).catch(() => undefined))))
       if (rowsWithoutFile.length + orphans.length > 0) log.info("files.start_cleanup", { rowsWithoutFile: rowsWithoutFile.length, orphanFiles: orphans.length })
       for (const tally of yield* Effect.orDie(totals())) tallies.set(tally.app, { count: tally.count, bytes: tally.bytes })
-      lastSweep = yield* Clock.currentTimeMillis
+      yield* sweeper.started
       yield* Effect.orDie(sweep)
 
       const live = (app: string, id: string) =>
@@ -484,7 +467,7 @@ export class FileStore extends Context.Tag("gateway/FileStore")<
             // an expired file not swept yet is deleted all the same, but answers as unknown (spec 3: same 404)
             return row.value.expires_at > now
           }),
-        stats: () => Effect.sync(() => [...tallies].map(([app, t]) => ({ app, count: t.count, bytes: t.bytes })))
+        stats: () => Effect.sync(tallies.all)
       })
     })
 

@@ -4,6 +4,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { randomHex } from "../domain/Ids.js"
 import { Log } from "../http/Log.js"
+import { makeTallies, throttledSweep } from "./StoreKit.js"
 import { makeJsonWorker, type JsonWorker } from "./JsonWorker.js"
 
 /** One stored response of the Responses-style API (spec 2.1). */
@@ -257,9 +258,7 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
       const maxRecordBytes = Math.min(caps.maxRecordBytes, caps.maxBytes)
       const dir = path.join(dataDir, "responses")
       const lock = yield* Effect.makeSemaphore(1)
-      const tallies = new Map<string, { count: number; bytes: number }>()
-      let lastSweep = Number.NEGATIVE_INFINITY
-      let sweeping = false
+      const tallies = makeTallies()
 
       const insert = SqlSchema.void({ Request: Row, execute: (row) => sql`INSERT INTO responses ${sql.insert(row)}` })
       const findLive = SqlSchema.findOne({
@@ -293,13 +292,8 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
         execute: () => sql`SELECT app, COUNT(*) AS count, COALESCE(SUM(bytes), 0) AS bytes FROM responses GROUP BY app`
       })
 
-      const tallyOf = (app: string) => tallies.get(app) ?? { count: 0, bytes: 0 }
-      const adjust = (app: string, count: number, bytes: number) => {
-        const tally = tallyOf(app)
-        const next = { count: tally.count + count, bytes: tally.bytes + bytes }
-        if (next.count <= 0) tallies.delete(app)
-        else tallies.set(app, next)
-      }
+      const tallyOf = tallies.of
+      const adjust = tallies.adjust
       const dropped = (rows: ReadonlyArray<typeof Held.Type>) => rows.forEach((row) => adjust(row.app, -1, -row.bytes))
 
       /** One batch of expired rows: rows go under the lock, files after it. */
@@ -318,19 +312,8 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
       })
       const sweep = Effect.iterate(BATCH, { while: (n) => n === BATCH, body: () => Effect.zipLeft(sweepBatch, yieldToEventLoop) })
 
-      /** Fork a sweep when none ran in the last minute; the caller never waits for it. */
-      const maybeSweep = Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        if (sweeping || now - lastSweep < SWEEP_EVERY_MS) return
-        lastSweep = now
-        sweeping = true
-        yield* sweep.pipe(
-          Effect.catchAllCause((cause) => Effect.sync(() => log.error("responses.sweep_failed", { reason: Cause.isDie(cause) ? "defect" : "database" }))),
-          Effect.ensuring(Effect.sync(() => void (sweeping = false))),
-          Effect.interruptible,
-          Effect.forkIn(scope)
-        )
-      })
+      const sweeper = throttledSweep({ sweep, everyMs: SWEEP_EVERY_MS, scope, log, event: "responses.sweep_failed" })
+      const maybeSweep = sweeper.maybe
 
       /** Under the lock: remove the app's oldest records until one more of `bytes` fits, then insert. */
       const commit = (row: typeof Row.Type) =>
@@ -402,7 +385,7 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
       yield* Effect.promise(() => Promise.all(orphans.map((name) => fs.promises.unlink(path.join(dir, name)).catch(() => undefined))))
       if (rowsWithoutFile.length + orphans.length > 0) log.info("responses.start_cleanup", { rowsWithoutFile: rowsWithoutFile.length, orphanFiles: orphans.length })
       for (const tally of yield* totals()) tallies.set(tally.app, { count: tally.count, bytes: tally.bytes })
-      lastSweep = yield* Clock.currentTimeMillis
+      yield* sweeper.started
       yield* sweep
 
       return ResponseStore.of({
@@ -433,7 +416,7 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
           return row.value.expires_at > now
         }),
         stats: () =>
-          Effect.sync(() => [...tallies].map(([app, tally]) => ({ app, ...tally })).sort((a, b) => (a.app < b.app ? -1 : a.app > b.app ? 1 : 0)))
+          Effect.sync(tallies.all)
       })
     })
 
