@@ -140,6 +140,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
 
       const start = (given: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> => {
         const clock = { at: Date.now(), t0: performance.now() }
+        // the last target tried, so that a failure before any output is counted against its provider
+        let tried: ProviderTarget | undefined
         return Effect.gen(function* () {
           const options = withSystem(given)
           const resolved = yield* catalog.resolve(options.model, options.app, options.resolve)
@@ -148,6 +150,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           if (remaining <= 0) return yield* timeout()
           let lastError: UpstreamError | undefined
           for (const target of resolved.targets) {
+            tried = target
             const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
             const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
             // an absolute deadline for the whole call, output included
@@ -171,7 +174,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             lastError = error
           }
           return yield* toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" }))
-        }).pipe(Effect.tapError((error) => Effect.sync(() => record(given, clock, { status: error.code }))))
+        }).pipe(Effect.tapError((error) => Effect.sync(() => record(given, clock, { status: error.code, ...(tried !== undefined ? { target: tried } : {}) }))))
       }
 
       /** A started run's events, recording its usage when the stream ends, fails or is cancelled. */
@@ -202,6 +205,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const complete = (given: RunOptions): Effect.Effect<CompletedRun, GatewayError> => {
         const options = withSystem(given)
         const clock = { at: Date.now(), t0: performance.now() }
+        let tried: ProviderTarget | undefined
         const run = Effect.flatMap(catalog.resolve(options.model, options.app, options.resolve), (resolved) =>
           limits.withModelSlot(
             Effect.suspend(() => {
@@ -211,6 +215,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
                 if (target === undefined) {
                   return Effect.fail(toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" })))
                 }
+                tried = target
                 const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
                 const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
                 const called = providers.complete({ target, request, deadline: options.deadline })
@@ -228,7 +233,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         if (given.caller === undefined) return run
         return run.pipe(
           Effect.tapBoth({
-            onFailure: (error) => Effect.sync(() => record(given, clock, { status: error.code })),
+            onFailure: (error) => Effect.sync(() => record(given, clock, { status: error.code, ...(tried !== undefined ? { target: tried } : {}) })),
             onSuccess: (done) =>
               Effect.sync(() => {
                 let usage: Usage | undefined
