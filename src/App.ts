@@ -9,6 +9,7 @@ import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
 import { adminRoutes } from "./protocols/gateway/Admin.js"
 import { dashboardRoutes } from "./protocols/gateway/Dashboard.js"
+import { errorsPageRoutes } from "./protocols/gateway/ErrorsPage.js"
 import { opsRoutes } from "./protocols/gateway/Ops.js"
 import { usageRoutes } from "./protocols/gateway/Usage.js"
 import { geminiRoutes } from "./protocols/gemini/Routes.js"
@@ -70,6 +71,7 @@ const allRoutes = Effect.gen(function* () {
   routes.push(...(yield* usageRoutes))
   routes.push(...(yield* adminRoutes))
   routes.push(...(yield* opsRoutes))
+  routes.push(...(yield* errorsPageRoutes))
   routes.push(...(yield* dashboardRoutes))
   routes.push(...(yield* probeRoutes(() => routes.filter((r) => typeof r.path === "string").map((r) => ({ method: r.method, path: r.path as string })))))
   return routes

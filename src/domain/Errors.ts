@@ -34,7 +34,9 @@ export class GatewayError extends Schema.TaggedError<GatewayError>()("GatewayErr
   /** seconds, sent as Retry-After */
   retryAfter: Schema.optional(Schema.Number),
   /** the connection should be closed after answering (unread body) */
-  closeConnection: Schema.optional(Schema.Boolean)
+  closeConnection: Schema.optional(Schema.Boolean),
+  /** methods the path allows (a 405's `Allow` header) */
+  allow: Schema.optional(Schema.String)
 }) {}
 
 /** A failure of the upstream provider. `retryable` failures before any output fall back to the next alias target. */
@@ -55,7 +57,7 @@ export class UpstreamError extends Schema.TaggedError<UpstreamError>()("Upstream
 export type AnyGatewayError = GatewayError | UpstreamError
 
 const make = (kind: ErrorKind, status: number) =>
-  (code: string, message: string, options?: { readonly param?: string; readonly retryAfter?: number; readonly closeConnection?: boolean }) =>
+  (code: string, message: string, options?: { readonly param?: string; readonly retryAfter?: number; readonly closeConnection?: boolean; readonly allow?: string }) =>
     new GatewayError({ kind, status, code, message, ...options })
 
 /** Constructors by kind. */

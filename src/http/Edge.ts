@@ -189,7 +189,7 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
             const out: Record<string, string> = { "content-type": rendered.contentType }
             if (error.retryAfter !== undefined) out["retry-after"] = String(error.retryAfter)
             if (error.closeConnection === true || bodyPending()) out["connection"] = "close"
-            if (error.kind === "method_not_allowed" && error.param !== undefined) out["allow"] = error.param
+            if (error.allow !== undefined) out["allow"] = error.allow
             write({ _tag: "Reply", status: rendered.status, headers: out, body: rendered.body })
           }
 
@@ -246,7 +246,7 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
             }
             if (!("route" in matched)) {
               return Errors.methodNotAllowed("method_not_allowed", `Method ${method} is not allowed on ${decodedPath}; allowed: ${matched.allowed.join(", ")}`, {
-                param: matched.allowed.join(", ")
+                allow: matched.allowed.join(", ")
               })
             }
             label = matched.route.label

@@ -114,7 +114,7 @@ const reasonPhrases: Record<number, string> = {
 }
 
 /** Codes of spec 7.1 that have an anchor in the error list. */
-const anchoredCodes = new Set([
+export const anchoredCodes: ReadonlySet<string> = new Set([
   "invalid_request_target", "invalid_host", "cross_origin_forbidden", "unsupported_media_type", "invalid_api_key",
   "admin_key_required", "not_found", "method_not_allowed", "invalid_date", "invalid_range", "range_too_long",
   "invalid_app", "invalid_user", "app_forbidden", "key_not_found", "config_key", "app_has_host_tools",

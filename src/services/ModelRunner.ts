@@ -105,7 +105,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         metrics.modelCall({
           family: caller.protocol,
           route: caller.route,
-          model: outcome.target?.id ?? options.model,
+          // a requested name that resolved to nothing is not a label: any string could be one
+          model: outcome.target?.id ?? "unresolved",
           provider: outcome.target?.provider ?? "",
           status: outcome.status,
           tokens: { input: usage.inputTokens, output: usage.outputTokens, cacheRead: usage.cacheReadTokens, cacheWrite: usage.cacheWriteTokens, reasoning: usage.reasoningTokens },
@@ -120,7 +121,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           keyId: caller.keyId,
           protocol: caller.protocol,
           route: caller.route,
-          requestedModel: options.model,
+          requestedModel: options.model.slice(0, 200),
           ...(outcome.target !== undefined ? { model: outcome.target.id, provider: outcome.target.provider } : {}),
           ...(outcome.sessionId !== undefined ? { sessionId: outcome.sessionId } : {}),
           status: outcome.status,

@@ -43,6 +43,8 @@ export const adminRoutes = Effect.gen(function* () {
   const create = (ctx: RequestContext) =>
     Effect.gen(function* () {
       yield* adminOnly(ctx)
+      // without an admin key nobody could list or revoke the key made here (the first one ends keyless access)
+      if (!keys.hasAdmin) return yield* Errors.permission("admin_key_required", "Set adminKey in the config to create runtime keys; without it no one could revoke them")
       const body = yield* decodeCreate(yield* ctx.json)
       const app = body.app
       if (!APP.test(app) || app === "default") {

@@ -18,14 +18,27 @@ const bearer = (value: string | undefined): string | undefined => {
   return match === null ? undefined : match[1].trim()
 }
 
+/** A browser `Origin` naming another site than the `Host` it reached (as the edge checks model routes). */
+const crossSite = (ctx: RequestContext): boolean => {
+  const origin = ctx.headers["origin"]?.toLowerCase()
+  if (origin === undefined) return false
+  const host = ctx.headers["host"]?.toLowerCase()
+  return host === undefined || (origin !== `http://${host}` && origin !== `https://${host}`)
+}
+
 /**
  * The caller of an own route, from `Authorization: Bearer`: the admin key, or an app key. On a
- * keyless loopback gateway with no admin key a caller without a key acts as the admin.
+ * keyless loopback gateway with no admin key a caller without a key acts as the admin, unless a
+ * browser sent it from another origin (`cross_origin_forbidden`, spec 5.3 and 7.1: these routes
+ * are then keyless endpoints).
  */
 export const makeOwnAuth = Effect.map(KeyStore, (keys) => (ctx: RequestContext): Effect.Effect<OwnCaller, GatewayError> => {
   const key = bearer(ctx.headers["authorization"])
   if (key === undefined) {
-    if (keys.keyless && !keys.hasAdmin) return Effect.succeed({ _tag: "admin" })
+    if (keys.keyless && !keys.hasAdmin) {
+      if (crossSite(ctx)) return Effect.fail(Errors.permission("cross_origin_forbidden", "Browser requests from another origin are refused on a gateway that needs no key"))
+      return Effect.succeed({ _tag: "admin" })
+    }
     return Effect.fail(Errors.authentication("invalid_api_key", "Missing API key: send Authorization: Bearer <key>"))
   }
   if (keys.isAdmin(key)) return Effect.succeed({ _tag: "admin" })
@@ -43,7 +56,10 @@ const DAY_MS = 86_400_000
 const realDate = (text: string): number | undefined => {
   const match = DATE.exec(text)
   if (match === null) return undefined
-  const ms = Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3]))
+  const date = new Date(0)
+  // setUTCFullYear, not Date.UTC: the latter reads years 0 to 99 as 1900 to 1999
+  date.setUTCFullYear(Number(match[1]), Number(match[2]) - 1, Number(match[3]))
+  const ms = date.getTime()
   return dayOf(ms) === text ? ms : undefined
 }
 

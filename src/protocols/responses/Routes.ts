@@ -160,7 +160,7 @@ export const responsesRoutes = Effect.gen(function* () {
       const { frame, plan, request: canonical } = prepared
       const request = withRespondTool(canonical)
       const options = { reasoningOutput: ctx.app.reasoningOutput, parallelToolCalls: canonical.parallelToolCalls }
-      const safetyId = (prepared.wire as { safety_identifier?: unknown }).safety_identifier
+      const safetyId = prepared.wire.safety_identifier
       const runOptions = {
         caller: callerOf(ctx, canonical.user ?? (typeof safetyId === "string" ? safetyId : undefined), prepared.wire.model),
         model: prepared.wire.model,

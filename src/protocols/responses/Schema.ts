@@ -154,6 +154,7 @@ export const ResponsesRequest = Schema.Struct({
   store: Schema.optional(Schema.NullOr(Schema.Boolean)),
   previous_response_id: Schema.optional(Schema.NullOr(Schema.String)),
   user: Schema.optional(Schema.NullOr(Schema.String)),
+  safety_identifier: Schema.optional(Schema.NullOr(Schema.String)),
   metadata: Schema.optional(Schema.Unknown),
   // refused when present with a value (spec 7.2)
   conversation: Schema.optional(Schema.Unknown),
