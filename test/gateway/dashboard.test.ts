@@ -250,10 +250,9 @@ describe("operator dashboard in chromium", () => {
     expect(await page.locator("body").textContent()).not.toContain(secret)
 
     await page.screenshot({ path: SCREENSHOT, fullPage: true })
-    fs.mkdirSync(path.dirname(SCRATCHPAD_COPY), { recursive: true })
-    fs.copyFileSync(SCREENSHOT, SCRATCHPAD_COPY)
     expect(fs.statSync(SCREENSHOT).size).toBeGreaterThan(30_000)
-    expect(fs.statSync(SCRATCHPAD_COPY).size).toBe(fs.statSync(SCREENSHOT).size)
+    // the tracked copy in scratchpad/ changes only when asked: a test run leaves the tree as it was
+    if (process.env.UPDATE_DASHBOARD_SCREENSHOT === "1") fs.copyFileSync(SCREENSHOT, SCRATCHPAD_COPY)
   })
 
   it("revokes a runtime key: it leaves the list and stops working", async () => {
