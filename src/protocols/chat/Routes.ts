@@ -94,7 +94,9 @@ const makeHandler = (legacy: boolean) =>
             const tail = Stream.suspend(() =>
               Stream.make((decoded.includeUsage ? Encode.usageChunk(meta, usage, legacy ? "text_completion" : "chat.completion.chunk") : "") + Encode.doneFrame)
             )
-            const body = Stream.mergeAll(perChoice, { concurrency: "unbounded" }).pipe(
+            // one choice needs no merge (a merge runs a fiber and a queue per stream)
+            const merged = perChoice.length === 1 ? perChoice[0] : Stream.mergeAll(perChoice, { concurrency: "unbounded" })
+            const body = merged.pipe(
               Stream.concat(tail),
               Stream.catchAll((error) => Stream.make(Encode.errorFrame(error)))
             )
