@@ -1,38 +1,15 @@
 /**
- * Shared pieces of the benchmark: starting the gateway as a child process, and a load generator
- * (autocannon, in this process) that reports latency percentiles from every response time.
+ * Shared pieces of the benchmark: starting the gateway as a child process, and load runs through
+ * the load generator process (bench/loader.ts, autocannon) that report latency percentiles from
+ * every response time.
  */
 import { spawn, type ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { loader, repoRoot, track } from "./procs.js"
 
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-
-interface AutocannonOptions {
-  readonly url: string
-  readonly method: "POST" | "GET"
-  readonly headers: Readonly<Record<string, string>>
-  readonly body?: string
-  readonly connections: number
-  readonly duration?: number
-  readonly amount?: number
-  readonly timeout?: number
-}
-interface AutocannonResult {
-  readonly errors: number
-  readonly timeouts: number
-  readonly non2xx: number
-  readonly "2xx": number
-  readonly duration: number
-}
-interface AutocannonTracker {
-  on(event: "response", listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): AutocannonTracker
-}
-type Autocannon = (opts: AutocannonOptions, cb: (err: Error | null, result: AutocannonResult) => void) => AutocannonTracker
-const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon
+export { repoRoot }
 
 export interface LoadResult {
   readonly requests: number
@@ -43,47 +20,24 @@ export interface LoadResult {
   readonly mean: number
 }
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) => (sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))])
-
-/** Run a load for `seconds` (or `amount` requests) and report per-response latencies in ms. */
-export const load = (options: {
+/** Run a load for `seconds` (or `amount` requests) from the load generator process; latencies in ms. */
+export const load = async (options: {
   readonly url: string
   readonly body?: unknown
   readonly connections: number
   readonly seconds?: number
   readonly amount?: number
-}): Promise<LoadResult> =>
-  new Promise((resolve, reject) => {
-    const times: Array<number> = []
-    let bad = 0
-    const tracker = autocannon(
-      {
-        url: options.url,
-        method: options.body === undefined ? "GET" : "POST",
-        headers: options.body === undefined ? {} : { "content-type": "application/json" },
-        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
-        connections: options.connections,
-        ...(options.amount !== undefined ? { amount: options.amount } : { duration: options.seconds ?? 3 }),
-        timeout: 60
-      },
-      (err, result) => {
-        if (err) return reject(err)
-        const sorted = [...times].sort((a, b) => a - b)
-        resolve({
-          requests: times.length,
-          errors: result.errors + result.timeouts + bad,
-          perSecond: times.length / result.duration,
-          p50: percentile(sorted, 50),
-          p99: percentile(sorted, 99),
-          mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length)
-        })
-      }
-    )
-    tracker.on("response", (_client, status, _bytes, ms) => {
-      if (status >= 200 && status < 300) times.push(ms)
-      else bad++
-    })
+}): Promise<LoadResult> => {
+  const r = await (await loader()).load({
+    url: options.url,
+    method: options.body === undefined ? "GET" : "POST",
+    headers: options.body === undefined ? {} : { "content-type": "application/json" },
+    ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+    connections: options.connections,
+    ...(options.amount !== undefined ? { amount: options.amount } : { seconds: options.seconds ?? 3 })
   })
+  return { requests: r.ok, errors: r.errors, perSecond: r.perSecond, p50: r.p50, p99: r.p99, mean: r.mean }
+}
 
 export interface RunningGateway {
   readonly url: string
@@ -96,7 +50,7 @@ export const startGateway = (yaml: (dataDir: string) => string): Promise<Running
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gw-bench-"))
   const configFile = path.join(dir, "gateway.yaml")
   fs.writeFileSync(configFile, yaml(path.join(dir, "data")))
-  const child = spawn(process.execPath, [path.join(repoRoot, "dist/main.js"), "--config", configFile, "--port", "0"], { cwd: dir, stdio: ["ignore", "pipe", "pipe"] })
+  const child = track(spawn(process.execPath, [path.join(repoRoot, "dist/main.js"), "--config", configFile, "--port", "0"], { cwd: dir, stdio: ["ignore", "pipe", "pipe"] }))
   const stop = async () => {
     if (child.exitCode === null) {
       child.kill("SIGTERM")

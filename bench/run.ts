@@ -1,18 +1,41 @@
 /**
- * npm run bench — measurements that are not timed inside `npm test`. Prints a table and writes
- * bench/results/<timestamp>.json. `--quick` shortens every phase. See bench/README.md.
+ * npm run bench — measurements that are not timed inside `npm test`. Prints tables and writes
+ * bench/results/<timestamp>.json. See bench/README.md.
+ *
+ *   (no flag)    the comparison (bench/contest.ts): the gateway on each protocol against a bare
+ *                passthrough, a peer gateway and the upstream itself, then growth scenarios
+ *   --quick      every phase shortened (the comparison in under 2 minutes)
+ *   --existing   only the earlier scenarios (mock provider): responses chain, 8 MiB store,
+ *                files, usage accounting
+ *   --files      only the files scenario
+ *   --all        the comparison, then the earlier scenarios
+ *   --no-peer    leave the peer gateway out (no npm install)
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { contestSettings, runContest, type ContestReport } from "./contest.js"
 import { filesScenario } from "./files.js"
 import { usageScenario } from "./usage.js"
 import { load, median, post, repoRoot, startGateway, type LoadResult } from "./lib.js"
+import { closeLoader } from "./procs.js"
 
-const quick = process.argv.includes("--quick")
+const argv = process.argv.slice(2)
+const known = ["--quick", "--existing", "--files", "--all", "--no-peer"]
+for (const a of argv) {
+  if (!known.includes(a)) {
+    process.stderr.write(`unknown option ${a}; known: ${known.join(" ")}\n`)
+    process.exit(2)
+  }
+}
+const quick = argv.includes("--quick")
 /** `--files`: only the files scenario */
-const filesOnly = process.argv.includes("--files")
+const filesOnly = argv.includes("--files")
+const existing = argv.includes("--existing") || argv.includes("--all") || filesOnly
+const comparison = !filesOnly && !argv.includes("--existing")
 const seconds = quick ? 2 : 4
 const rounds = quick ? 1 : 3
+const startedAt = new Date()
+const log = (line: string) => process.stderr.write(`[bench +${((Date.now() - startedAt.getTime()) / 1000).toFixed(1)}s] ${line}\n`)
 
 const config = (dataDir: string) => `
 listen: { host: 127.0.0.1, port: 0 }
@@ -35,86 +58,101 @@ const note = (scenario: string, measure: string, value: number, unit: string) =>
   process.stderr.write(`[bench] ${scenario}: ${measure} = ${value.toFixed(3)} ${unit}\n`)
 }
 
-const gateway = filesOnly ? undefined : await startGateway(config)
-const responses = `${gateway?.url}/v1/responses`
-if (gateway !== undefined) try {
-  // --- Responses chains: chaining from a response 100 turns deep vs 1 turn deep ---------------
-  const chain = async (depth: number) => {
-    let previous: string | undefined
-    for (let turn = 0; turn < depth; turn++) {
-      const answer = await post(responses, { model: "mock/echo", input: `turn ${turn}: what comes next?`, ...(previous ? { previous_response_id: previous } : {}) })
-      previous = String(answer.id)
+const existingScenarios = async () => {
+  const gateway = filesOnly ? undefined : await startGateway(config)
+  const responses = `${gateway?.url}/v1/responses`
+  if (gateway !== undefined) try {
+    // --- Responses chains: chaining from a response 100 turns deep vs 1 turn deep ---------------
+    const chain = async (depth: number) => {
+      let previous: string | undefined
+      for (let turn = 0; turn < depth; turn++) {
+        const answer = await post(responses, { model: "mock/echo", input: `turn ${turn}: what comes next?`, ...(previous ? { previous_response_id: previous } : {}) })
+        previous = String(answer.id)
+      }
+      return previous!
     }
-    return previous!
-  }
-  const shallow = await chain(1)
-  const deep = await chain(100)
-  const chainRuns: Record<"1" | "100", Array<LoadResult>> = { "1": [], "100": [] }
-  for (let round = 0; round < rounds; round++) {
-    for (const [depth, id] of [["1", shallow], ["100", deep]] as const) {
-      chainRuns[depth].push(
-        await load({ url: responses, connections: 1, seconds, body: { model: "mock/echo", previous_response_id: id, input: "and now?", store: false } })
-      )
-    }
-  }
-  const p50 = (depth: "1" | "100") => median(chainRuns[depth].map((r) => r.p50))
-  note("responses chain", "p50 latency, chaining from 1 turn", p50("1"), "ms")
-  note("responses chain", "p50 latency, chaining from 100 turns", p50("100"), "ms")
-  note("responses chain", "100-turn / 1-turn (target <= 2)", p50("100") / p50("1"), "x")
-
-  // --- An 8 MiB stored response does not block concurrent small requests ---------------------
-  // Each writer request is small but chains from a 7.4 MiB history, so the gateway reads one
-  // ~7.4 MiB stored record and writes a new ~7.5 MiB one: the storage path, without a big body.
-  // A second variant sends the 7.5 MiB as the request body itself (body parsing included).
-  const small = { model: "mock/echo", input: "small request", store: false }
-  const history = String((await post(responses, { model: "mock/echo", input: `::text ok\n${"x".repeat(7.4 * 1024 * 1024)}` })).id)
-  const viaHistory = { model: "mock/echo", previous_response_id: history, input: "::text stored", store: true }
-  const viaBody = { model: "mock/echo", input: `::text stored\n${"x".repeat(7.5 * 1024 * 1024)}`, store: true }
-  // the writer chains from its newest record: the per-app cap (128 MiB) evicts the oldest ones
-  const measureWhile = async (writerBody: Record<string, unknown>) => {
-    const alone: Array<LoadResult> = []
-    const during: Array<LoadResult> = []
-    let written = 0
-    let body = writerBody
+    const shallow = await chain(1)
+    const deep = await chain(100)
+    const chainRuns: Record<"1" | "100", Array<LoadResult>> = { "1": [], "100": [] }
     for (let round = 0; round < rounds; round++) {
-      alone.push(await load({ url: responses, connections: 4, seconds, body: small }))
-      let running = true
-      const writer = (async () => {
-        while (running) {
-          const answer = await post(responses, body)
-          if (body.previous_response_id !== undefined) body = { ...body, previous_response_id: answer.id }
-          written++
-        }
-      })()
-      during.push(await load({ url: responses, connections: 4, seconds, body: small }))
-      running = false
-      await writer
+      for (const [depth, id] of [["1", shallow], ["100", deep]] as const) {
+        chainRuns[depth].push(
+          await load({ url: responses, connections: 1, seconds, body: { model: "mock/echo", previous_response_id: id, input: "and now?", store: false } })
+        )
+      }
     }
-    return { alone: median(alone.map((r) => r.p99)), during: median(during.map((r) => r.p99)), written }
+    const p50 = (depth: "1" | "100") => median(chainRuns[depth].map((r) => r.p50))
+    note("responses chain", "p50 latency, chaining from 1 turn", p50("1"), "ms")
+    note("responses chain", "p50 latency, chaining from 100 turns", p50("100"), "ms")
+    note("responses chain", "100-turn / 1-turn (target <= 2)", p50("100") / p50("1"), "x")
+
+    // --- An 8 MiB stored response does not block concurrent small requests ---------------------
+    // Each writer request is small but chains from a 7.4 MiB history, so the gateway reads one
+    // ~7.4 MiB stored record and writes a new ~7.5 MiB one: the storage path, without a big body.
+    // A second variant sends the 7.5 MiB as the request body itself (body parsing included).
+    const small = { model: "mock/echo", input: "small request", store: false }
+    const history = String((await post(responses, { model: "mock/echo", input: `::text ok\n${"x".repeat(7.4 * 1024 * 1024)}` })).id)
+    const viaHistory = { model: "mock/echo", previous_response_id: history, input: "::text stored", store: true }
+    const viaBody = { model: "mock/echo", input: `::text stored\n${"x".repeat(7.5 * 1024 * 1024)}`, store: true }
+    // the writer chains from its newest record: the per-app cap (128 MiB) evicts the oldest ones
+    const measureWhile = async (writerBody: Record<string, unknown>) => {
+      const alone: Array<LoadResult> = []
+      const during: Array<LoadResult> = []
+      let written = 0
+      let body = writerBody
+      for (let round = 0; round < rounds; round++) {
+        alone.push(await load({ url: responses, connections: 4, seconds, body: small }))
+        let running = true
+        const writer = (async () => {
+          while (running) {
+            const answer = await post(responses, body)
+            if (body.previous_response_id !== undefined) body = { ...body, previous_response_id: answer.id }
+            written++
+          }
+        })()
+        during.push(await load({ url: responses, connections: 4, seconds, body: small }))
+        running = false
+        await writer
+      }
+      return { alone: median(alone.map((r) => r.p99)), during: median(during.map((r) => r.p99)), written }
+    }
+    const stored = await measureWhile(viaHistory)
+    note("8 MiB store", "small requests p99, alone", stored.alone, "ms")
+    note("8 MiB store", "small requests p99, while 7.5 MiB records are stored", stored.during, "ms")
+    note("8 MiB store", "7.5 MiB records stored during the run", stored.written, "count")
+    note("8 MiB store", "while storing / alone p99 (target <= 2)", stored.during / stored.alone, "x")
+    const bodies = await measureWhile(viaBody)
+    note("8 MiB bodies", "small requests p99, while 7.5 MiB request bodies arrive", bodies.during, "ms")
+    note("8 MiB bodies", "while / alone p99 (JSON.parse of each body included)", bodies.during / bodies.alone, "x")
+  } finally {
+    await gateway.stop()
   }
-  const stored = await measureWhile(viaHistory)
-  note("8 MiB store", "small requests p99, alone", stored.alone, "ms")
-  note("8 MiB store", "small requests p99, while 7.5 MiB records are stored", stored.during, "ms")
-  note("8 MiB store", "7.5 MiB records stored during the run", stored.written, "count")
-  note("8 MiB store", "while storing / alone p99 (target <= 2)", stored.during / stored.alone, "x")
-  const bodies = await measureWhile(viaBody)
-  note("8 MiB bodies", "small requests p99, while 7.5 MiB request bodies arrive", bodies.during, "ms")
-  note("8 MiB bodies", "while / alone p99 (JSON.parse of each body included)", bodies.during / bodies.alone, "x")
-} finally {
-  await gateway.stop()
+
+  // --- Files: a 32 MiB upload against a bare server; RSS while 8 x 32 MiB arrive at once ----------
+  await filesScenario({ rounds, note })
+
+  // --- Usage accounting: throughput with and without recording ---------------------------------
+  if (!filesOnly) await usageScenario({ rounds, seconds, note })
 }
 
-// --- Files: a 32 MiB upload against a bare server; RSS while 8 x 32 MiB arrive at once ----------
-await filesScenario({ rounds, note })
+let report: ContestReport | undefined
+try {
+  if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer") }, log)
+  if (existing) await existingScenarios()
+} finally {
+  await closeLoader()
+}
 
-// --- Usage accounting: throughput with and without recording ---------------------------------
-if (!filesOnly) await usageScenario({ rounds, seconds, note })
+if (report !== undefined) process.stdout.write(`\n${report.text}\n`)
 
-const width = Math.max(...rows.map((r) => `${r.scenario}  ${r.measure}`.length))
-process.stdout.write(`\nbenchmark${quick ? " (quick)" : ""} — median of ${rounds} round(s) of ${seconds} s\n\n`)
-for (const r of rows) process.stdout.write(`${`${r.scenario}  ${r.measure}`.padEnd(width)}  ${String(r.value).padStart(10)} ${r.unit}\n`)
+if (rows.length > 0) {
+  const width = Math.max(...rows.map((r) => `${r.scenario}  ${r.measure}`.length))
+  process.stdout.write(`\nearlier scenarios (mock provider)${quick ? " (quick)" : ""} — median of ${rounds} round(s) of ${seconds} s\n\n`)
+  for (const r of rows) process.stdout.write(`${`${r.scenario}  ${r.measure}`.padEnd(width)}  ${String(r.value).padStart(10)} ${r.unit}\n`)
+}
 const out = path.join(repoRoot, "bench/results")
 fs.mkdirSync(out, { recursive: true })
-const file = path.join(out, `${new Date().toISOString().replace(/[:.]/g, "-")}.json`)
-fs.writeFileSync(file, JSON.stringify({ quick, rounds, seconds, node: process.version, rows }, null, 2))
+const file = path.join(out, `${startedAt.toISOString().replace(/[:.]/g, "-")}.json`)
+fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null }, null, 2))
 process.stdout.write(`\nwrote ${path.relative(repoRoot, file)}\n`)
+process.exit(0)
