@@ -1,4 +1,4 @@
-import { Effect, Redacted, Stream } from "effect"
+import { Chunk, Effect, Redacted, Stream } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
@@ -71,15 +71,22 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
             const frames = decodeSse(Stream.mapError(response.stream, transportError(name)))
             const body = frames.pipe(
               Stream.takeWhile(() => !state.done),
-              Stream.mapConcatEffect((frame) => {
-                if (frame.data === "[DONE]") {
-                  state.done = true
-                  return Effect.succeed([])
+              // every frame of a network read in one step: an Effect per frame costs more than the parsing
+              Stream.mapChunksEffect((frames) => {
+                const events: Array<ModelEvent> = []
+                for (const frame of frames) {
+                  if (state.done) break
+                  if (frame.data === "[DONE]") {
+                    state.done = true
+                    break
+                  }
+                  const chunk = parseJson(frame.data)
+                  if (chunk === undefined) return Effect.fail(badResponse("a stream chunk is not JSON"))
+                  const error = inlineError(chunk)
+                  if (error !== undefined) return Effect.fail(error)
+                  for (const event of readChunk(state, chunk)) events.push(event)
                 }
-                const chunk = parseJson(frame.data)
-                if (chunk === undefined) return Effect.fail(badResponse("a stream chunk is not JSON"))
-                const error = inlineError(chunk)
-                return error !== undefined ? Effect.fail(error) : Effect.succeed(readChunk(state, chunk))
+                return Effect.succeed(Chunk.unsafeFromArray(events))
               })
             )
             const end = Stream.suspend(() => {
