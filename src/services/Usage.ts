@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Schedule } from "effect"
+import { Context, Effect, Layer, Runtime, Schedule } from "effect"
 import type { Usage as TokenUsage } from "../domain/Canonical.js"
 import { Log } from "../http/Log.js"
 
@@ -128,6 +128,8 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const log = yield* Log
+      // a full batch is written at once from `record`, which runs outside any fiber
+      const runtime = yield* Effect.runtime<never>()
       let pending: Array<UsageRecord> = []
       const lock = yield* Effect.makeSemaphore(1)
 
@@ -188,7 +190,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
       const record = (r: UsageRecord) => {
         if (!enabled) return
         pending.push(r)
-        if (pending.length >= FLUSH_AT) Effect.runFork(flush)
+        if (pending.length >= FLUSH_AT) Runtime.runFork(runtime)(flush)
       }
 
       const report = (filter: UsageFilter) =>

@@ -1,4 +1,4 @@
-import { Clock, Effect, Option, Schedule, Schema } from "effect"
+import { Clock, Effect, Option, Runtime, Schedule, Schema } from "effect"
 import { Settings } from "../../Config.js"
 import { Errors, type AnyGatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
@@ -87,9 +87,10 @@ export const makeResumable = Effect.gen(function* () {
     for (const upload of [...uploads.values()]) if (upload.expiresAt <= now && !upload.busy) yield* drop(upload)
   })
   yield* Effect.forkScoped(Effect.repeat(expire, Schedule.spaced("1 minute")))
-  // an upload lives only while its starting key does
+  // an upload lives only while its starting key does (revocation calls back outside any fiber)
+  const runtime = yield* Effect.runtime<never>()
   keys.onRevoke((keyId) => {
-    for (const upload of [...uploads.values()]) if (upload.keyId === keyId) Effect.runFork(drop(upload))
+    for (const upload of [...uploads.values()]) if (upload.keyId === keyId) Runtime.runFork(runtime)(drop(upload))
   })
   yield* Effect.addFinalizer(() => Effect.forEach([...uploads.values()], drop, { discard: true }))
 

@@ -1,5 +1,5 @@
 import busboy from "busboy"
-import { Effect, Either, type Scope } from "effect"
+import { Effect, Either, Runtime, type Scope } from "effect"
 import type { IncomingMessage } from "node:http"
 import type { Readable } from "node:stream"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
@@ -105,6 +105,8 @@ export const receiveForm = (store: FileStore["Type"], ctx: RequestContext, rules
         closeConnection: true
       })
     }
+    // busboy hands the file part to a callback: its write runs on this request's runtime
+    const runtime = yield* Effect.runtime<never>()
     let stage: Stage | undefined
     // the file part's stream and whether the request is over: the part is written by a promise
     // outside this fiber, so when the request ends (client gone, refusal) its stream is destroyed
@@ -148,7 +150,7 @@ export const receiveForm = (store: FileStore["Type"], ctx: RequestContext, rules
             fileStream = stream
             // runPromise would reject with a FiberFailure wrapping the GatewayError (a 413 or a
             // refused kind would become a 500): take the failure itself
-            writing = Effect.runPromise(
+            writing = Runtime.runPromise(runtime)(
               Effect.either(
                 Effect.flatMap(store.stage({ filename, declaredType: info.mimeType, maxBytes: rules.maxBytes }), (s) => {
                   if (over) return Effect.zipRight(s.discard, Effect.fail(Errors.invalidRequest("client_closed", "The request ended before the file was written")))
