@@ -1,4 +1,4 @@
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Either, Layer } from "effect"
 import { parseArgs } from "node:util"
 import { gatewayLayer } from "./App.js"

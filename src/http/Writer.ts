@@ -1,4 +1,4 @@
-import { Effect, Stream } from "effect"
+import { Chunk, Effect, Option, Stream } from "effect"
 import type { ServerResponse } from "node:http"
 
 /**
@@ -12,30 +12,82 @@ export const writeStream = (
   headers: Readonly<Record<string, string>>,
   body: Stream.Stream<string>
 ): Effect.Effect<void> =>
+  Effect.scoped(Effect.flatMap(Stream.toPull(body), (pull) => writePulled(res, status, headers, Effect.match(pull, { onSuccess: joined, onFailure: () => undefined }))))
+
+const joined = (chunk: Chunk.Chunk<string>): string => {
+  let text = ""
+  for (const piece of chunk) text += piece
+  return text
+}
+
+/** Resumes once the response can take more (or is gone). */
+const drained = (res: ServerResponse): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    const done = () => {
+      res.off("drain", done)
+      res.off("close", done)
+      resume(Effect.void)
+    }
+    res.on("drain", done)
+    res.on("close", done)
+    return Effect.sync(() => {
+      res.off("drain", done)
+      res.off("close", done)
+    })
+  })
+
+/**
+ * Write a response body as `next` gives it, piece by piece, with backpressure; `undefined` ends it.
+ * The loop has no stream stages: a streamed answer goes from the provider's pull to the socket
+ * through plain functions. A client gone stops the pulling (which cancels the upstream request).
+ */
+export const writePulled = (
+  res: ServerResponse,
+  status: number,
+  headers: Readonly<Record<string, string>>,
+  next: Effect.Effect<string | undefined>
+): Effect.Effect<void> =>
   Effect.suspend(() => {
     res.writeHead(status, headers)
-    return Stream.runForEachChunk(body, (chunk) => {
-      let text = ""
-      for (const piece of chunk) text += piece
-      // the client is gone: stop pulling, which cancels the upstream request
+    const loop: Effect.Effect<void> = Effect.flatMap(next, (text) => {
+      if (text === undefined) return Effect.void
       if (res.destroyed) return Effect.interrupt
-      if (text === "") return Effect.void
-      if (res.write(text)) return Effect.void
-      return Effect.async<void>((resume) => {
-        const done = () => {
-          res.off("drain", done)
-          res.off("close", done)
-          resume(Effect.void)
-        }
-        res.on("drain", done)
-        res.on("close", done)
-        return Effect.sync(() => {
-          res.off("drain", done)
-          res.off("close", done)
-        })
-      })
-    }).pipe(Effect.ensuring(Effect.sync(() => void (res.writableEnded ? undefined : res.end()))))
+      if (text === "" || res.write(text)) return loop
+      return Effect.zipRight(drained(res), loop)
+    })
+    return Effect.ensuring(loop, Effect.sync(() => void (res.writableEnded ? undefined : res.end())))
   })
+
+/** How a streamed answer's events become the body: the text before, each chunk's, the text after. */
+export interface BodyParts<A, E> {
+  /** written with the first events */
+  readonly start?: string
+  readonly encode: (chunk: Chunk.Chunk<A>) => string
+  /** after the last event (it may store the answer first); its failure is written as `error` */
+  readonly end: Effect.Effect<string, E>
+  /** a failure, written as the body's last frame (the status is already sent) */
+  readonly error: (error: E) => string
+}
+
+/** The text of a run's events as `writePulled` reads it, one pull at a time. */
+export const encodedPull = <A, E>(pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>, parts: BodyParts<A, E>): Effect.Effect<string | undefined> => {
+  let state: "start" | "body" | "over" = parts.start === undefined ? "body" : "start"
+  const ended = Effect.catchAll(parts.end, (error) => Effect.succeed(parts.error(error)))
+  const step = Effect.matchEffect(pull, {
+    onSuccess: (chunk) => Effect.succeed(parts.encode(chunk)),
+    onFailure: (failure) => {
+      state = "over"
+      return Option.isNone(failure) ? ended : Effect.succeed(parts.error(failure.value))
+    }
+  })
+  return Effect.suspend(() => {
+    if (state === "over") return Effect.succeed(undefined)
+    if (state === "body") return step
+    // the opening goes out with the first events: one write, not two
+    state = "body"
+    return Effect.map(step, (text) => (parts.start ?? "") + (text ?? ""))
+  })
+}
 
 /** One SSE frame, with an optional event name. */
 export const sseFrame = (data: string, event?: string): string => (event === undefined ? `data: ${data}\n\n` : `event: ${event}\ndata: ${data}\n\n`)

@@ -2,7 +2,7 @@ import { Effect, Stream } from "effect"
 import { foldEvents, type ModelEvent, type StructuredOutput } from "../domain/Canonical.js"
 import type { GatewayError } from "../domain/Errors.js"
 import { resolveStructured } from "../domain/Structured.js"
-import type { StartedRun } from "../services/ModelRunner.js"
+import { replayed, type StartedRun } from "../services/ModelRunner.js"
 
 /**
  * A structured answer streams as one piece: the run is read to its end and resolved (respond call,
@@ -20,6 +20,6 @@ export const holdStructured = (run: StartedRun, structured: StructuredOutput | u
     if (answer.text !== "") events.push({ _tag: "TextDelta", text: answer.text })
     for (const call of answer.toolCalls) events.push({ _tag: "ToolCall", call })
     events.push({ _tag: "Usage", usage: answer.usage }, { _tag: "Finish", reason: answer.finishReason })
-    return Effect.succeed({ ...run, events: Stream.fromIterable(events) })
+    return Effect.succeed(replayed(run, events))
   })
 }

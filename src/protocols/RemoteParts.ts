@@ -58,3 +58,15 @@ export const makeRemoteParts = Effect.gen(function* () {
     )
   }
 })
+
+/**
+ * Fetch every remote URL of a request, four at a time, as a map from URL to part. Most requests
+ * have none: then no fibers are forked (a concurrent forEach forks even for an empty list).
+ */
+export const fetchEach = <E, R>(
+  urls: ReadonlyArray<string>,
+  fetch: (url: string) => Effect.Effect<RemotePart, E, R>
+): Effect.Effect<ReadonlyMap<string, RemotePart>, E, R> =>
+  urls.length === 0
+    ? Effect.succeed(new Map())
+    : Effect.map(Effect.forEach(urls, (url) => Effect.map(fetch(url), (part) => [url, part] as const), { concurrency: 4 }), (pairs) => new Map(pairs))

@@ -1,4 +1,8 @@
-import { Chunk, Stream } from "effect"
+import { Chunk, Effect, Option, Stream } from "effect"
+import { StringDecoder } from "node:string_decoder"
+import type { ModelEvent } from "../domain/Canonical.js"
+import { UpstreamError } from "../domain/Errors.js"
+import type { TransportFailure, UpstreamResponse } from "../services/HttpUpstream.js"
 
 /** One server-sent event frame. */
 export interface SseFrame {
@@ -46,10 +50,72 @@ export const parseSseText = (state: ParserState, text: string): readonly [Parser
   return [{ rest: all.slice(start), event, data }, frames]
 }
 
-/** Decode a byte stream of `text/event-stream` into frames (comments and retry/id fields dropped). */
-export const decodeSse = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>): Stream.Stream<SseFrame, E, R> =>
-  bytes.pipe(
-    Stream.decodeText(),
-    Stream.mapAccum(initial, (state, text) => parseSseText(state, text)),
-    Stream.mapChunks((chunks) => Chunk.flatMap(chunks, (frames) => Chunk.unsafeFromArray(frames)))
-  )
+/** Bytes of `text/event-stream` in, whole frames out, across any split (UTF-8 sequences included). */
+export class SseDecoder {
+  private readonly text = new StringDecoder("utf8")
+  private state: ParserState = initial
+  /** the frames completed by these bytes */
+  push(bytes: Uint8Array): Array<SseFrame> {
+    const [state, frames] = parseSseText(this.state, this.text.write(bytes as Buffer))
+    this.state = state
+    return frames
+  }
+  /** the frames completed by the end of the input (a last frame needs its blank line: none) */
+  end(): Array<SseFrame> {
+    const [state, frames] = parseSseText(this.state, this.text.end())
+    this.state = state
+    return frames
+  }
+}
+
+/** How a provider reads the frames of its event stream. */
+export interface FrameReader {
+  /** the events of one frame, or the failure it reports */
+  readonly frame: (frame: SseFrame) => ReadonlyArray<ModelEvent> | UpstreamError
+  /** the answer is complete: stop reading (checked after each frame) */
+  readonly done: () => boolean
+  /** the events after the last frame, or the failure an incomplete answer is */
+  readonly end: () => ReadonlyArray<ModelEvent> | UpstreamError
+}
+
+/**
+ * A provider's streamed answer as events: each network read is decoded and read frame by frame in
+ * one step, so the stream is one pull per network read with plain functions inside (a Stream stage
+ * per step cost more than the parsing). Stopping early, or on a failure, closes the upstream exchange.
+ */
+export const sseEvents = (response: UpstreamResponse, transport: (failure: TransportFailure) => UpstreamError, reader: FrameReader): Stream.Stream<ModelEvent, UpstreamError> => {
+  const decoder = new SseDecoder()
+  let finished = false
+  // a failure after some events of the same read: those go out first, the failure on the next pull
+  let failure: UpstreamError | undefined
+  const fail = (error: UpstreamError, events: Array<ModelEvent>) => {
+    if (events.length === 0) return Effect.fail(Option.some(error))
+    finished = true
+    failure = error
+    return Effect.succeed(Chunk.unsafeFromArray(events))
+  }
+  const read = Effect.mapError(response.read, (failure) => Option.some(transport(failure)))
+  const step = (pieces: ReadonlyArray<Buffer> | undefined): Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Option<UpstreamError>> => {
+    const events: Array<ModelEvent> = []
+    const frames = pieces === undefined ? decoder.end() : pieces.length === 1 ? decoder.push(pieces[0]) : pieces.flatMap((piece) => decoder.push(piece))
+    for (const frame of frames) {
+      const result = reader.frame(frame)
+      if (result instanceof UpstreamError) return fail(result, events)
+      for (const event of result) events.push(event)
+      if (reader.done()) {
+        pieces = undefined
+        break
+      }
+    }
+    if (pieces === undefined) {
+      finished = true
+      const last = reader.end()
+      if (last instanceof UpstreamError) return fail(last, events)
+      for (const event of last) events.push(event)
+    }
+    return Effect.succeed(Chunk.unsafeFromArray(events))
+  }
+  const pull = Effect.suspend(() => (finished ? Effect.fail(failure === undefined ? Option.none() : Option.some(failure)) : Effect.flatMap(read, step)))
+  // an answer read to its end (or its terminator) leaves the connection for the next call
+  return Stream.repeatEffectChunkOption(pull).pipe(Stream.ensuring(Effect.sync(() => (finished && failure === undefined ? response.release() : response.close()))))
+}

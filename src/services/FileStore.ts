@@ -1,4 +1,5 @@
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Clock, Context, Deferred, Effect, Layer, Option, Schema, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"

@@ -1,7 +1,6 @@
-import { NodeStream } from "@effect/platform-node"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { Readable } from "node:stream"
-import { Agent, request } from "undici"
+import { Agent, type Dispatcher, request } from "undici"
 
 /** Why an upstream exchange failed before an HTTP answer could be read. */
 export type TransportFailure = "timeout" | "connection" | "body"
@@ -19,8 +18,19 @@ export interface UpstreamResponse {
   readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
   /** the whole body as text */
   readonly text: Effect.Effect<string, TransportFailure>
-  /** the body as it arrives; interrupting the stream aborts the exchange */
-  readonly stream: Stream.Stream<Uint8Array, TransportFailure>
+  /**
+   * The body as it arrives: each read gives every piece buffered by then (waiting for one when none
+   * is), `undefined` at the end. One read per network read, not per piece, and no stream machinery:
+   * streaming answers pass through here once per few kilobytes.
+   */
+  readonly read: Effect.Effect<ReadonlyArray<Buffer> | undefined, TransportFailure>
+  /** stop reading: aborts the exchange unless the body was read to its end */
+  readonly close: () => void
+  /**
+   * the answer is complete, the rest of the body is not needed: it is read and dropped, so the
+   * connection goes back to the pool (aborting would cost a new connection for the next call)
+   */
+  readonly release: () => void
 }
 
 const ignore = () => {}
@@ -31,6 +41,52 @@ const classify = (error: unknown): TransportFailure => {
   if (name === "TimeoutError" || code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") return "timeout"
   return code === "UND_ERR_SOCKET" || code === "ECONNRESET" ? "body" : "connection"
 }
+
+/** Every piece a paused Readable has buffered, waiting for the next when there is none. */
+const readPieces = (body: Readable): Effect.Effect<ReadonlyArray<Buffer> | undefined, TransportFailure> =>
+  Effect.async<ReadonlyArray<Buffer> | undefined, TransportFailure>((resume) => {
+    const take = (): Array<Buffer> => {
+      const pieces: Array<Buffer> = []
+      let piece: Buffer | null
+      while ((piece = body.read() as Buffer | null) !== null) pieces.push(piece)
+      return pieces
+    }
+    if (body.errored !== null) return resume(Effect.fail(classify(body.errored)))
+    const now = take()
+    if (now.length > 0) return resume(Effect.succeed(now))
+    if (body.readableEnded) return resume(Effect.succeed(undefined))
+    if (body.destroyed) return resume(Effect.fail("body"))
+    const cleanup = () => {
+      body.off("readable", onReadable)
+      body.off("end", onEnd)
+      body.off("error", onError)
+      body.off("close", onClose)
+    }
+    const onReadable = () => {
+      const pieces = take()
+      if (pieces.length === 0) return
+      cleanup()
+      resume(Effect.succeed(pieces))
+    }
+    const onEnd = () => {
+      cleanup()
+      resume(Effect.succeed(undefined))
+    }
+    const onError = (error: unknown) => {
+      cleanup()
+      resume(Effect.fail(classify(error)))
+    }
+    // closed without an end or an error: the exchange was aborted
+    const onClose = () => {
+      cleanup()
+      resume(body.readableEnded ? Effect.succeed(undefined) : Effect.fail("body"))
+    }
+    body.on("readable", onReadable)
+    body.on("end", onEnd)
+    body.on("error", onError)
+    body.on("close", onClose)
+    return Effect.sync(cleanup)
+  })
 
 /**
  * HTTP to providers over one keep-alive undici Agent, released with the Layer. Called directly
@@ -53,10 +109,23 @@ export class HttpUpstream extends Context.Tag("gateway/HttpUpstream")<
       const post = (req: UpstreamRequest) =>
         Effect.tryPromise({
           try: async (interrupt) => {
-            const remaining = Math.max(1, req.deadline - Date.now())
-            const signal = AbortSignal.any([interrupt, AbortSignal.timeout(remaining)])
-            const response = await request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal })
+            // one controller and one timer, cleared when the body closes: AbortSignal.any and
+            // AbortSignal.timeout keep weak references and a timer per request alive for the GC
+            const controller = new AbortController()
+            const timer = setTimeout(() => controller.abort(new DOMException("past the deadline", "TimeoutError")), Math.max(1, req.deadline - Date.now()))
+            const onInterrupt = () => controller.abort(interrupt.reason)
+            interrupt.addEventListener("abort", onInterrupt, { once: true })
+            let response: Dispatcher.ResponseData
+            try {
+              response = await request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal: controller.signal })
+            } catch (error) {
+              clearTimeout(timer)
+              throw error
+            } finally {
+              interrupt.removeEventListener("abort", onInterrupt)
+            }
             const body = response.body as unknown as Readable
+            body.once("close", () => clearTimeout(timer))
             // destroying a body we stopped reading (client gone, answer cut short) emits an error
             // after the stream's own listeners are gone: without this one it is an uncaught exception
             body.on("error", ignore)
@@ -70,7 +139,13 @@ export class HttpUpstream extends Context.Tag("gateway/HttpUpstream")<
                 },
                 catch: classify
               }),
-              stream: NodeStream.fromReadable<TransportFailure>(() => body, classify)
+              read: readPieces(body),
+              close: () => {
+                if (!body.readableEnded) body.destroy()
+              },
+              release: () => {
+                if (!body.readableEnded) body.resume()
+              }
             }
             return result
           },

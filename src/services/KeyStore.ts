@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import type { GatewayConfig } from "../Config.js"

@@ -26,7 +26,9 @@ class Family<V> {
   readonly series = new Map<string, { readonly labels: Readonly<Record<string, string>>; value: V }>()
   constructor(private readonly init: () => V) {}
   at(labels: Readonly<Record<string, string>>): { readonly labels: Readonly<Record<string, string>>; value: V } {
-    const key = labelText(labels)
+    // a family's label names come in one order: the values alone identify a series (no text built per update)
+    let key = ""
+    for (const name in labels) key += `${labels[name]}\u0000`
     let entry = this.series.get(key)
     if (entry === undefined) {
       entry = { labels, value: this.init() }
@@ -69,16 +71,23 @@ const makeMetrics = () => {
   const modelSeconds = new Family(newHistogram)
   const ttftSeconds = new Family(newHistogram)
   const upstreamErrors = new Family(() => 0)
-  const recent = new Map<string, Array<{ readonly at: number; readonly failed: boolean }>>()
+  // per provider, calls and failures in one-second buckets over the window: constant work per call
+  const buckets = RECENT_MS / 1000
+  const recent = new Map<string, { readonly second: Array<number>; readonly calls: Array<number>; readonly failures: Array<number> }>()
   let inFlight = 0
 
   const remember = (provider: string, failed: boolean) => {
-    const now = Date.now()
-    let list = recent.get(provider)
-    if (list === undefined) recent.set(provider, (list = []))
-    list.push({ at: now, failed })
-    while (list.length > 0 && list[0].at < now - RECENT_MS) list.shift()
-    if (list.length > 10_000) list.splice(0, list.length - 10_000)
+    const second = Math.floor(Date.now() / 1000)
+    let ring = recent.get(provider)
+    if (ring === undefined) recent.set(provider, (ring = { second: new Array(buckets).fill(-1), calls: new Array(buckets).fill(0), failures: new Array(buckets).fill(0) }))
+    const i = second % buckets
+    if (ring.second[i] !== second) {
+      ring.second[i] = second
+      ring.calls[i] = 0
+      ring.failures[i] = 0
+    }
+    ring.calls[i]++
+    if (failed) ring.failures[i]++
   }
 
   return {
@@ -99,11 +108,16 @@ const makeMetrics = () => {
     },
     /** recent calls and failures per provider (last five minutes) */
     recentProviders: () => {
-      const now = Date.now()
-      return [...recent].map(([provider, list]) => {
-        const live = list.filter((e) => e.at >= now - RECENT_MS)
-        const failures = live.filter((e) => e.failed).length
-        return { provider, calls: live.length, failures, errorRate: live.length === 0 ? 0 : Math.round((failures / live.length) * 10000) / 10000 }
+      const oldest = Math.floor((Date.now() - RECENT_MS) / 1000)
+      return [...recent].map(([provider, ring]) => {
+        let calls = 0
+        let failures = 0
+        for (let i = 0; i < buckets; i++) {
+          if (ring.second[i] <= oldest) continue
+          calls += ring.calls[i]
+          failures += ring.failures[i]
+        }
+        return { provider, calls, failures, errorRate: calls === 0 ? 0 : Math.round((failures / calls) * 10000) / 10000 }
       })
     },
     requestsInFlight: () => inFlight,

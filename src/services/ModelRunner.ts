@@ -10,14 +10,34 @@ import { tracingEnabled } from "../Telemetry.js"
 import { Metrics } from "./Metrics.js"
 import { UsageLog, type Caller } from "./Usage.js"
 
+/** The next events of a run, one chunk per pull; `Option.none()` after the last. */
+export type EventPull = Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Option<GatewayError>>
+
 /** A model call that has produced its first event: nothing has been sent to the client yet. */
 export interface StartedRun {
   readonly target: ProviderTarget
   readonly sessionId: string
   /** sampling params left out because the model does not take them */
   readonly droppedParams: ReadonlyArray<string>
-  /** every event, the first included; fails with the protocol-neutral GatewayError */
+  /**
+   * every event, the first included, failing with the protocol-neutral GatewayError. A single
+   * answer written as it comes is read with `pull` (no stream stages between the provider and the
+   * socket); `events` is the same as a Stream, for merging and folding. Read one of them, once.
+   */
+  readonly pull: EventPull
   readonly events: Stream.Stream<ModelEvent, GatewayError>
+}
+
+/** A started run whose events are these, in one chunk (an answer held back and replayed). */
+export const replayed = (run: StartedRun, events: ReadonlyArray<ModelEvent>): StartedRun => {
+  let left: Chunk.Chunk<ModelEvent> | undefined = Chunk.unsafeFromArray([...events])
+  const pull: EventPull = Effect.suspend(() => {
+    if (left === undefined) return Effect.fail(Option.none())
+    const chunk = left
+    left = undefined
+    return Effect.succeed(chunk)
+  })
+  return { ...run, pull, events: Stream.fromIterable(events) }
 }
 
 /** A whole model answer for a caller that does not stream: its events, in order. */
@@ -156,18 +176,17 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
             // an absolute deadline for the whole call, output included
             const called = providers.stream({ target, request, deadline: options.deadline })
-            const upstream = (tracing ? Stream.withSpan(called, "provider.stream", { kind: "client", attributes: spanAttributes(target) }) : called).pipe(
-              Stream.interruptWhen(Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
-            )
+            const spanned = tracing ? Stream.withSpan(called, "provider.stream", { kind: "client", attributes: spanAttributes(target) }) : called
+            const upstream = providers.enforcesDeadline(target.provider)
+              ? spanned
+              : Stream.interruptWhen(spanned, Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
             // pull up to the first non-empty chunk: failing here may still fall back to the next target
             const pull = yield* Stream.toPull(upstream)
             const attempt = yield* firstChunk(pull).pipe(Effect.either)
             if (attempt._tag === "Right") {
               const sessionId = Ids.session()
-              const events = Stream.concat(Stream.fromChunk(attempt.right), Stream.repeatEffectChunkOption(pull)).pipe(
-                Stream.mapError((e) => toGatewayError(e))
-              )
-              return { target, sessionId, droppedParams: dropped, events: tracked(given, clock, target, sessionId, events) }
+              const tracked = yield* trackedPull(given, clock, target, sessionId, attempt.right, pull)
+              return { target, sessionId, droppedParams: dropped, pull: tracked, events: Stream.repeatEffectChunkOption(tracked) }
             }
             const error = attempt.left
             if (error._tag === "GatewayError") return yield* error
@@ -178,27 +197,50 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         }).pipe(Effect.tapError((error) => Effect.sync(() => record(given, clock, { status: error.code, ...(tried !== undefined ? { target: tried } : {}) }))))
       }
 
-      /** A started run's events, recording its usage when the stream ends, fails or is cancelled. */
-      const tracked = (
+      /**
+       * A started run's pull: the first chunk, then the provider's, errors as GatewayErrors; its usage
+       * is recorded when it ends or fails, or as cancelled when the scope closes before that.
+       */
+      const trackedPull = (
         options: RunOptions,
         clock: { readonly at: number; readonly t0: number },
         target: ProviderTarget,
         sessionId: string,
-        events: Stream.Stream<ModelEvent, GatewayError>
-      ): Stream.Stream<ModelEvent, GatewayError> => {
-        if (options.caller === undefined) return events
+        first: Chunk.Chunk<ModelEvent>,
+        pull: Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Option<UpstreamError | GatewayError>>
+      ): Effect.Effect<EventPull, never, Scope.Scope> => {
         const ttftMs = Math.round((performance.now() - clock.t0) * 100) / 100
         let usage: Usage | undefined
-        let status = "cancelled"
-        return events.pipe(
-          Stream.mapChunks((chunk) => {
-            for (const event of chunk) if (event._tag === "Usage") usage = event.usage
-            return chunk
-          }),
-          Stream.tapError((error) => Effect.sync(() => void (status = error.code))),
-          Stream.concat(Stream.execute(Effect.sync(() => void (status = "ok")))),
-          Stream.ensuring(Effect.sync(() => record(options, clock, { target, sessionId, status, ttftMs, ...(usage !== undefined ? { usage } : {}) })))
-        )
+        let done = false
+        const finish = (status: string) => {
+          if (done) return
+          done = true
+          record(options, clock, { target, sessionId, status, ttftMs, ...(usage !== undefined ? { usage } : {}) })
+        }
+        const seen = (chunk: Chunk.Chunk<ModelEvent>) => {
+          for (const event of chunk) if (event._tag === "Usage") usage = event.usage
+          return chunk
+        }
+        const next: EventPull = Effect.mapBoth(pull, {
+          onSuccess: seen,
+          onFailure: (failure) => {
+            if (Option.isNone(failure)) {
+              finish("ok")
+              return Option.none()
+            }
+            const error = toGatewayError(failure.value)
+            finish(error.code)
+            return Option.some(error)
+          }
+        })
+        let waiting: Chunk.Chunk<ModelEvent> | undefined = first
+        const tracked: EventPull = Effect.suspend(() => {
+          if (waiting === undefined) return next
+          const chunk = waiting
+          waiting = undefined
+          return Effect.succeed(seen(chunk))
+        })
+        return Effect.flatMap(Effect.scope, (scope) => Effect.as(Scope.addFinalizer(scope, Effect.sync(() => finish("cancelled"))), tracked))
       }
 
       // no Scope and no timer fiber here: the slot is held with acquireUseRelease and the provider

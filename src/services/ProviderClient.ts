@@ -36,6 +36,12 @@ export interface ProviderCall {
 export interface Provider {
   readonly stream: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>
   readonly complete: (call: ProviderCall) => Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError>
+  /**
+   * true when `stream` itself fails with `timeout` at the call's deadline (the HTTP providers' abort
+   * timer covers the whole exchange), so the runner adds no timer of its own: a timer fiber per
+   * stream measured at a third of the streaming throughput
+   */
+  readonly enforcesDeadline?: boolean
 }
 
 /** `complete` as the collected `stream` within the deadline, for providers with no cheaper whole-answer call. */
@@ -66,6 +72,8 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
   {
     readonly stream: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>
     readonly complete: (call: ProviderCall) => Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError>
+    /** whether a configured provider's streams fail by themselves at the deadline (see Provider) */
+    readonly enforcesDeadline: (provider: string) => boolean
   }
 >() {
   /** Build one instance per configured provider, with the factories in context. */
@@ -87,7 +95,8 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
         complete: (call) => {
           const instance = instances.get(call.target.provider)
           return instance === undefined ? Effect.fail(missing(call)) : instance.complete(call)
-        }
+        },
+        enforcesDeadline: (provider) => instances.get(provider)?.enforcesDeadline === true
       })
     })
 
@@ -96,7 +105,7 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
 
   /** A test double: every call answers with the given function's stream. */
   static readonly layerTest = (f: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>) =>
-    Layer.succeed(ProviderClient, ProviderClient.of({ stream: f, complete: completeFromStream(f) }))
+    Layer.succeed(ProviderClient, ProviderClient.of({ stream: f, complete: completeFromStream(f), enforcesDeadline: () => false }))
 }
 
 /** Sampling params (wire names) a provider type never sends upstream: always dropped and listed. */

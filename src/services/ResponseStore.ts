@@ -1,4 +1,5 @@
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Cause, Clock, Context, Data, Effect, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"

@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer, Runtime, Schedule } from "effect"
 import type { Usage as TokenUsage } from "../domain/Canonical.js"
 import { Log } from "../http/Log.js"

@@ -1,11 +1,11 @@
-import { Effect, Stream } from "effect"
+import { Chunk, Effect, Stream } from "effect"
 import { Settings } from "../../Config.js"
-import { addUsage, emptyUsage, foldEvents, type Answer } from "../../domain/Canonical.js"
+import { addUsage, emptyUsage, foldEvents, type Answer, type ModelEvent } from "../../domain/Canonical.js"
 import { type GatewayError } from "../../domain/Errors.js"
 import { Ids } from "../../domain/Ids.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { writeStream } from "../../http/Writer.js"
+import { encodedPull, writePulled, writeStream } from "../../http/Writer.js"
 import { Catalog } from "../../services/Catalog.js"
 import { ModelRunner } from "../../services/ModelRunner.js"
 import { decodeBody } from "../Decode.js"
@@ -80,32 +80,40 @@ const makeHandler = (legacy: boolean) =>
 
         return yield* Effect.scoped(
           Effect.gen(function* () {
-            const runs = yield* Effect.forEach(indexes, () => Effect.flatMap(start, (run) => holdStructured(run, decoded.request.structured)), { concurrency: "unbounded" })
-            let usage = emptyUsage
-            const perChoice = runs.map((run, index) => {
-              const state = Encode.newChoiceState()
-              return run.events.pipe(
-                Stream.map((event) => {
-                  if (event._tag === "Usage") usage = addUsage(usage, event.usage)
-                  return legacy ? Encode.encodeTextEvent(meta, index, event) : Encode.encodeChatEvent(meta, index, state, event)
-                })
-              )
+            // one choice runs in this fiber: an unbounded forEach forks two fibers even for one element
+            const runs = yield* Effect.forEach(indexes, () => Effect.flatMap(start, (run) => holdStructured(run, decoded.request.structured)), {
+              concurrency: decoded.n > 1 ? "unbounded" : 1
             })
-            const tail = Stream.suspend(() =>
-              Stream.make((decoded.includeUsage ? Encode.usageChunk(meta, usage, legacy ? "text_completion" : "chat.completion.chunk") : "") + Encode.doneFrame)
+            let usage = emptyUsage
+            const encoders = runs.map((_, index) => {
+              const state = Encode.newChoiceState()
+              return (event: ModelEvent) => {
+                if (event._tag === "Usage") usage = addUsage(usage, event.usage)
+                return legacy ? Encode.encodeTextEvent(meta, index, event) : Encode.encodeChatEvent(meta, index, state, event)
+              }
+            })
+            const end = () => (decoded.includeUsage ? Encode.usageChunk(meta, usage, legacy ? "text_completion" : "chat.completion.chunk") : "") + Encode.doneFrame
+            const headers = { ...answerHeaders(runs), ...ctx.idHeaders, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" }
+            if (runs.length === 1) {
+              // one choice: its pull straight to the socket, no stream stages and no merge
+              const encode = encoders[0]
+              const text = (chunk: Chunk.Chunk<ModelEvent>) => {
+                let out = ""
+                for (const event of chunk) out += encode(event)
+                return out
+              }
+              yield* writePulled(ctx.response, 200, headers, encodedPull(runs[0].pull, { encode: text, end: Effect.sync(end), error: Encode.errorFrame }))
+              return Reply.written
+            }
+            const merged = Stream.mergeAll(
+              runs.map((run, index) => Stream.map(run.events, encoders[index])),
+              { concurrency: "unbounded" }
             )
-            // one choice needs no merge (a merge runs a fiber and a queue per stream)
-            const merged = perChoice.length === 1 ? perChoice[0] : Stream.mergeAll(perChoice, { concurrency: "unbounded" })
             const body = merged.pipe(
-              Stream.concat(tail),
+              Stream.concat(Stream.sync(end)),
               Stream.catchAll((error) => Stream.make(Encode.errorFrame(error)))
             )
-            yield* writeStream(
-              ctx.response,
-              200,
-              { ...answerHeaders(runs), ...ctx.idHeaders, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
-              body
-            )
+            yield* writeStream(ctx.response, 200, headers, body)
             return Reply.written
           })
         )

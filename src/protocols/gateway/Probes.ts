@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { Settings } from "../../Config.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"

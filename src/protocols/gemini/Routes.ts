@@ -4,13 +4,13 @@ import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
 import { estimateTokens, geminiCalibration } from "../../domain/TokenEstimate.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { writeStream } from "../../http/Writer.js"
+import { encodedPull, writePulled, writeStream } from "../../http/Writer.js"
 import { Catalog, type ModelEntry } from "../../services/Catalog.js"
 import { ModelRunner, type RunOptions } from "../../services/ModelRunner.js"
 import { decodeAt } from "../Decode.js"
 import { holdStructured } from "../HeldBack.js"
 import { makeFileResolver } from "../FileParts.js"
-import { makeRemoteParts } from "../RemoteParts.js"
+import { fetchEach, makeRemoteParts } from "../RemoteParts.js"
 import { makeStopFilter } from "../StopSequences.js"
 import { decodeGemini, fileUris, refuse, type DecodedGemini } from "./Decode.js"
 import { arrayForm, makeCandidateEncoder, newResponseId, responseBody, sseForm, usageChunk, type GeminiMeta, type StreamItem } from "./Encode.js"
@@ -57,7 +57,7 @@ export const geminiRoutes = Effect.gen(function* () {
       const request = yield* decodeRequest(wire, "")
       const uris = fileUris(request.contents, ctx.origin)
       const files = yield* resolveFiles(ctx.principal.app, uris.stored, "gemini")
-      const remote = new Map(yield* Effect.forEach(uris.remote, (uri) => Effect.map(remoteParts(uri, { images: true }), (part) => [uri, part] as const), { concurrency: 4 }))
+      const remote = yield* fetchEach(uris.remote, (uri) => remoteParts(uri, { images: true }))
       return yield* Either.match(decodeGemini(request, { maxChoices: ctx.app.maxChoices, stream, remote, files, origin: ctx.origin }), { onLeft: Effect.fail, onRight: Effect.succeed })
     })
 
@@ -76,7 +76,7 @@ export const geminiRoutes = Effect.gen(function* () {
       const options = runOptions(model, decoded, ctx)
       const indexes = Array.from({ length: decoded.candidateCount }, (_, i) => i)
       // one independent call per candidate, run together; the first failure interrupts the others
-      const runs = yield* Effect.forEach(indexes, () => runner.complete(options), { concurrency: "unbounded" })
+      const runs = yield* Effect.forEach(indexes, () => runner.complete(options), { concurrency: indexes.length > 1 ? "unbounded" : 1 })
       const answers: Array<Answer> = []
       let fallback = false
       for (const run of runs) {
@@ -107,10 +107,29 @@ export const geminiRoutes = Effect.gen(function* () {
       return yield* Effect.scoped(
         Effect.gen(function* () {
           // every candidate has its first event (or failed) before anything is written: a failure is an HTTP error
+          // (one candidate runs in this fiber: an unbounded forEach forks two fibers even for one element)
           const runs = yield* Effect.forEach(indexes, () => Effect.flatMap(runner.start(options), (run) => holdStructured(run, decoded.request.structured)), {
-            concurrency: "unbounded"
+            concurrency: indexes.length > 1 ? "unbounded" : 1
           })
           const form = alt === "sse" ? sseForm() : arrayForm()
+          const headers = { ...runHeaders(runs), ...ctx.idHeaders, "content-type": form.contentType, "cache-control": "no-cache" }
+          if (runs.length === 1) {
+            // one candidate: its pull straight to the socket, no stream stages
+            const encoder = makeCandidateEncoder(meta, 0)
+            const events = candidateEvents(decoded)
+            const body = encodedPull(runs[0].pull, {
+              start: form.open,
+              encode: (chunk) => {
+                let text = ""
+                for (const event of chunk) for (const candidate of events(event)) for (const item of encoder.event(candidate)) text += form.item(item)
+                return text
+              },
+              end: Effect.sync(() => form.item(encoder.end()) + form.close),
+              error: form.error
+            })
+            yield* writePulled(ctx.response, 200, headers, body)
+            return Reply.written
+          }
           let usage = emptyUsage
           const perCandidate = runs.map((run, index) => {
             const encoder = makeCandidateEncoder(meta, index)
@@ -125,16 +144,15 @@ export const geminiRoutes = Effect.gen(function* () {
               )
             )
           })
-          const items: Stream.Stream<StreamItem, GatewayError> =
-            perCandidate.length === 1
-              ? perCandidate[0]
-              : Stream.mergeAll(perCandidate, { concurrency: "unbounded" }).pipe(Stream.concat(Stream.sync(() => usageChunk(meta, usage))))
+          const items: Stream.Stream<StreamItem, GatewayError> = Stream.mergeAll(perCandidate, { concurrency: "unbounded" }).pipe(
+            Stream.concat(Stream.sync(() => usageChunk(meta, usage)))
+          )
           const body = Stream.make(form.open).pipe(
             Stream.concat(Stream.map(items, form.item)),
             Stream.concat(Stream.sync(() => form.close)),
             Stream.catchAll((error) => Stream.make(form.error(error)))
           )
-          yield* writeStream(ctx.response, 200, { ...runHeaders(runs), ...ctx.idHeaders, "content-type": form.contentType, "cache-control": "no-cache" }, body)
+          yield* writeStream(ctx.response, 200, headers, body)
           return Reply.written
         })
       )

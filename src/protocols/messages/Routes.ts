@@ -3,7 +3,7 @@ import { Settings } from "../../Config.js"
 import { foldEvents, type CanonicalRequest, type ModelEvent } from "../../domain/Canonical.js"
 import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { writeStream } from "../../http/Writer.js"
+import { encodedPull, writePulled, writeStream } from "../../http/Writer.js"
 import { estimateTokens, messagesCalibration } from "../../domain/TokenEstimate.js"
 import { Catalog } from "../../services/Catalog.js"
 import { ModelRunner, type StartedRun } from "../../services/ModelRunner.js"
@@ -104,19 +104,23 @@ export const messagesRoutes = Effect.gen(function* () {
           const started = held.right
           const stops = makeStopFilter(decoded.stopSequences)
           const limit = firstCallOnly()
-          const body = Stream.make(encoder.start()).pipe(
-            Stream.concat(
-              started.events.pipe(
-                Stream.map(rewriteReasoning(makePlaceholderRewriter(knownCallIds(decoded.request)))),
-                Stream.mapConcat((e) => (decoded.request.parallelToolCalls ? [e] : limit(e))),
-                Stream.mapConcat(stops.event),
-                Stream.map(encoder.event)
-              )
-            ),
-            Stream.concat(Stream.sync(() => encoder.end(stops.matched()))),
-            Stream.catchAll((error) => Stream.make(errorEvent(error)))
-          )
-          yield* writeStream(
+          const rewrite = rewriteReasoning(makePlaceholderRewriter(knownCallIds(decoded.request)))
+          const body = encodedPull(started.pull, {
+            start: encoder.start(),
+            encode: (chunk) => {
+              let text = ""
+              for (const event of chunk) {
+                const rewritten = rewrite(event)
+                for (const allowed of decoded.request.parallelToolCalls ? [rewritten] : limit(rewritten)) {
+                  for (const kept of stops.event(allowed)) text += encoder.event(kept)
+                }
+              }
+              return text
+            },
+            end: Effect.sync(() => encoder.end(stops.matched())),
+            error: errorEvent
+          })
+          yield* writePulled(
             ctx.response,
             200,
             { ...runHeaders(decoded, started), ...ctx.idHeaders, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },

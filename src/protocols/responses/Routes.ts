@@ -1,17 +1,17 @@
-import { Effect, Either, Option, Stream } from "effect"
+import { Effect, Either, Option } from "effect"
 import { Settings } from "../../Config.js"
 import { foldEvents, type Answer, type CanonicalRequest } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { resolveStructured, respondToolName, withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { writeStream } from "../../http/Writer.js"
+import { encodedPull, writePulled } from "../../http/Writer.js"
 import { ItemMemory } from "../../services/ItemMemory.js"
 import { ModelRunner } from "../../services/ModelRunner.js"
 import { ResponseStore } from "../../services/ResponseStore.js"
 import { decodeBody } from "../Decode.js"
 import { holdStructured } from "../HeldBack.js"
 import { makeFileResolver } from "../FileParts.js"
-import { makeRemoteParts } from "../RemoteParts.js"
+import { fetchEach, makeRemoteParts } from "../RemoteParts.js"
 import { makeEncoder } from "./Events.js"
 import { fileRefs, fileUrls, itemType, listingShape, readInput, toConversation, type Item } from "./Input.js"
 import { incompleteReason, newResponseId, outputAsInput, outputItems, responseObject, type ResponseFrame } from "./Output.js"
@@ -97,7 +97,7 @@ export const responsesRoutes = Effect.gen(function* () {
       }
       const fresh = yield* fromEither(readInput(wire.input, (id) => referenced.get(id)))
       const input = [...history, ...fresh]
-      const remote = new Map(yield* Effect.forEach(fileUrls(input), (url) => Effect.map(fetchRemote(url), (part) => [url, part] as const), { concurrency: 4 }))
+      const remote = yield* fetchEach(fileUrls(input), fetchRemote)
       const files = yield* resolveFiles(app, fileRefs(input, history.length), "openai")
       const conversation = yield* fromEither(toConversation(input, wire.instructions ?? undefined, history.length, remote, files))
       const plan = yield* fromEither(planTools(wire.tools ?? [], conversation.additionalTools, { onHostedTools: ctx.app.onHostedTools, maxTools: config.maxTools }))
@@ -201,19 +201,22 @@ export const responsesRoutes = Effect.gen(function* () {
               Effect.as(closed.frames + encoder.terminal(status === "incomplete" ? "response.incomplete" : "response.completed", response))
             )
           })
-          const body = Stream.make(encoder.start(inProgress)).pipe(
-            Stream.concat(Stream.map(started.events, encoder.event)),
-            Stream.concat(Stream.fromEffect(finish)),
-            Stream.catchAll((error) =>
-              Stream.sync(() => {
-                const closed = encoder.close()
-                return (
-                  closed.frames +
-                  encoder.terminal("response.failed", responseObject(frame, { status: "failed", output: closed.output, error: { code: error.code, message: error.message } }))
-                )
-              })
-            )
-          )
+          const body = encodedPull(started.pull, {
+            start: encoder.start(inProgress),
+            encode: (chunk) => {
+              let text = ""
+              for (const event of chunk) text += encoder.event(event)
+              return text
+            },
+            end: finish,
+            error: (error) => {
+              const closed = encoder.close()
+              return (
+                closed.frames +
+                encoder.terminal("response.failed", responseObject(frame, { status: "failed", output: closed.output, error: { code: error.code, message: error.message } }))
+              )
+            }
+          })
           const headers: Record<string, string> = {
             ...prepared.headers,
             ...ctx.idHeaders,
@@ -222,7 +225,7 @@ export const responsesRoutes = Effect.gen(function* () {
             "cache-control": "no-cache"
           }
           if (started.droppedParams.length > 0) headers["x-gateway-dropped-params"] = started.droppedParams.join(",")
-          yield* writeStream(ctx.response, 200, headers, body)
+          yield* writePulled(ctx.response, 200, headers, body)
           return Reply.written
         })
       )

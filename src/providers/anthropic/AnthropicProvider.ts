@@ -4,7 +4,7 @@ import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
 import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
 import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
-import { decodeSse } from "../Sse.js"
+import { sseEvents } from "../Sse.js"
 import { parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
 import { buildMessagesRequest } from "./Request.js"
 import { eventsOfMessage, finishStream, initialStreamState, readStreamEvent, readWireError } from "./Response.js"
@@ -103,34 +103,33 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
         send({ ...call, request: { ...call.request, stream: true } }).pipe(
           Effect.map((response) => {
             const state = initialStreamState()
-            const frames = decodeSse(Stream.mapError(response.stream, transportError(name)))
-            const body = frames.pipe(
-              Stream.takeWhile(() => !state.done),
-              Stream.mapConcatEffect((frame) => {
+            return sseEvents(response, transportError(name), {
+              frame: (frame) => {
                 const data = parseJson(frame.data)
-                if (data === undefined) return Effect.fail(badResponse("a stream event is not JSON"))
+                if (data === undefined) return badResponse("a stream event is not JSON")
                 const result = readStreamEvent(state, frame.event, data)
                 switch (result._tag) {
                   case "Events":
-                    return Effect.succeed(result.events)
+                    return result.events
                   case "Invalid":
-                    return Effect.fail(badResponse(result.message))
+                    return badResponse(result.message)
                   case "Error":
-                    return Effect.fail(wireErrorOf(name, result.type))
+                    return wireErrorOf(name, result.type)
                 }
-              })
-            )
-            const end = Stream.suspend(() => {
-              if (!state.done) return Stream.fail(badResponse("the stream ended before the answer was complete"))
-              const result = finishStream(state)
-              return result._tag === "Events" ? Stream.fromIterable(result.events) : Stream.fail(badResponse(result.message))
+              },
+              done: () => state.done,
+              end: () => {
+                if (!state.done) return badResponse("the stream ended before the answer was complete")
+                const result = finishStream(state)
+                return result._tag === "Events" ? result.events : badResponse(result.message)
+              }
             })
-            return Stream.concat(body, end)
           })
         )
       )
 
-    const provider: Provider = { stream: sse, complete }
+    // the upstream request's abort timer ends a stream at the deadline (HttpUpstream)
+    const provider: Provider = { stream: sse, complete, enforcesDeadline: true }
     return provider
   })
 

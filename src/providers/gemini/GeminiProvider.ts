@@ -4,7 +4,7 @@ import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
 import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
 import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
-import { decodeSse } from "../Sse.js"
+import { sseEvents } from "../Sse.js"
 import { parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
 import { buildGenerateRequest } from "./Request.js"
 import { eventsOfResponse, finishStream, type GoogleError, initialStreamState, isComplete, readChunk, readGoogleError } from "./Response.js"
@@ -114,32 +114,30 @@ export const makeGeminiProvider = (name: string, config: ProviderConfig) =>
         send(call, "streamGenerateContent").pipe(
           Effect.map((response) => {
             const state = initialStreamState()
-            const frames = decodeSse(Stream.mapError(response.stream, transportError(name)))
             // read to the end: the chunk with finishReason may be followed by one with the final usage
-            const body = frames.pipe(
-              Stream.mapConcatEffect((frame) => {
+            return sseEvents(response, transportError(name), {
+              frame: (frame) => {
                 const data = parseJson(frame.data)
-                if (data === undefined) return Effect.fail(badResponse("a stream chunk is not JSON"))
+                if (data === undefined) return badResponse("a stream chunk is not JSON")
                 const result = readChunk(state, data)
                 switch (result._tag) {
                   case "Events":
-                    return Effect.succeed(result.events)
+                    return result.events
                   case "Error":
-                    return Effect.fail(googleError(name, result.error, undefined, undefined))
+                    return googleError(name, result.error, undefined, undefined)
                   case "Invalid":
-                    return Effect.fail(badResponse(result.message))
+                    return badResponse(result.message)
                 }
-              })
-            )
-            const end = Stream.suspend(() =>
-              isComplete(state) ? Stream.fromIterable(finishStream(state)) : Stream.fail(badResponse("the stream ended before the answer was complete"))
-            )
-            return Stream.concat(body, end)
+              },
+              done: () => false,
+              end: () => (isComplete(state) ? finishStream(state) : badResponse("the stream ended before the answer was complete"))
+            })
           })
         )
       )
 
-    const provider: Provider = { stream: sse, complete }
+    // the upstream request's abort timer ends a stream at the deadline (HttpUpstream)
+    const provider: Provider = { stream: sse, complete, enforcesDeadline: true }
     return provider
   })
 

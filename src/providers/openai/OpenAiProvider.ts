@@ -1,10 +1,10 @@
-import { Chunk, Effect, Redacted, Stream } from "effect"
+import { Effect, Redacted, Stream } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
 import { HttpUpstream } from "../../services/HttpUpstream.js"
 import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
-import { decodeSse } from "../Sse.js"
+import { sseEvents } from "../Sse.js"
 import { overloadText, parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
 import { buildChatRequest } from "./Request.js"
 import { eventsOfCompletion, finishStream, initialStreamState, readChunk, readInlineError } from "./Response.js"
@@ -68,38 +68,29 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
         send({ ...call, request: { ...call.request, stream: true } }).pipe(
           Effect.map((response) => {
             const state = initialStreamState()
-            const frames = decodeSse(Stream.mapError(response.stream, transportError(name)))
-            const body = frames.pipe(
-              Stream.takeWhile(() => !state.done),
-              // every frame of a network read in one step: an Effect per frame costs more than the parsing
-              Stream.mapChunksEffect((frames) => {
-                const events: Array<ModelEvent> = []
-                for (const frame of frames) {
-                  if (state.done) break
-                  if (frame.data === "[DONE]") {
-                    state.done = true
-                    break
-                  }
-                  const chunk = parseJson(frame.data)
-                  if (chunk === undefined) return Effect.fail(badResponse("a stream chunk is not JSON"))
-                  const error = inlineError(chunk)
-                  if (error !== undefined) return Effect.fail(error)
-                  for (const event of readChunk(state, chunk)) events.push(event)
+            return sseEvents(response, transportError(name), {
+              frame: (frame) => {
+                if (frame.data === "[DONE]") {
+                  state.done = true
+                  return []
                 }
-                return Effect.succeed(Chunk.unsafeFromArray(events))
-              })
-            )
-            const end = Stream.suspend(() => {
-              if (!state.done && state.finish === undefined) return Stream.fail(badResponse("the stream ended before the answer was complete"))
-              const events = finishStream(state)
-              return argumentsAreJson(events) ? Stream.fromIterable(events) : Stream.fail(badResponse("a tool call's arguments are not JSON"))
+                const chunk = parseJson(frame.data)
+                if (chunk === undefined) return badResponse("a stream chunk is not JSON")
+                return inlineError(chunk) ?? readChunk(state, chunk)
+              },
+              done: () => state.done,
+              end: () => {
+                if (!state.done && state.finish === undefined) return badResponse("the stream ended before the answer was complete")
+                const events = finishStream(state)
+                return argumentsAreJson(events) ? events : badResponse("a tool call's arguments are not JSON")
+              }
             })
-            return Stream.concat(body, end)
           })
         )
       )
 
-    const provider: Provider = { stream: sse, complete }
+    // the upstream request's abort timer ends a stream at the deadline (HttpUpstream)
+    const provider: Provider = { stream: sse, complete, enforcesDeadline: true }
     return provider
   })
 

@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 
 /** The first migration: a key/value table for the gateway's own bookkeeping (schema version, start count). */

@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 
 /** Runtime keys (spec 2.5): only the SHA-256 digest of each secret is kept. */
