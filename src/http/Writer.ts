@@ -12,7 +12,9 @@ export const writeStream = (
   headers: Readonly<Record<string, string>>,
   body: Stream.Stream<string>
 ): Effect.Effect<void> =>
-  Effect.scoped(Effect.flatMap(Stream.toPull(body), (pull) => writePulled(res, status, headers, Effect.match(pull, { onSuccess: joined, onFailure: () => undefined }))))
+  Effect.scoped(
+    Effect.flatMap(Stream.toPull(body), (pull) => writePulled(res, status, headers, { next: Effect.match(pull, { onSuccess: joined, onFailure: () => undefined }), over: () => false }))
+  )
 
 const joined = (chunk: Chunk.Chunk<string>): string => {
   let text = ""
@@ -36,22 +38,26 @@ const drained = (res: ServerResponse): Effect.Effect<void> =>
     })
   })
 
+/** A response body written piece by piece: `next` gives each (`undefined` after the last). */
+export interface PulledBody {
+  readonly next: Effect.Effect<string | undefined>
+  /** true once the piece just given is the last one: it goes out with the end of the response */
+  readonly over: () => boolean
+}
+
 /**
- * Write a response body as `next` gives it, piece by piece, with backpressure; `undefined` ends it.
- * The loop has no stream stages: a streamed answer goes from the provider's pull to the socket
- * through plain functions. A client gone stops the pulling (which cancels the upstream request).
+ * Write a response body as `next` gives it, piece by piece, with backpressure. The loop has no
+ * stream stages: a streamed answer goes from the provider's pull to the socket through plain
+ * functions. A client gone stops the pulling (which cancels the upstream request).
  */
-export const writePulled = (
-  res: ServerResponse,
-  status: number,
-  headers: Readonly<Record<string, string>>,
-  next: Effect.Effect<string | undefined>
-): Effect.Effect<void> =>
+export const writePulled = (res: ServerResponse, status: number, headers: Readonly<Record<string, string>>, body: PulledBody): Effect.Effect<void> =>
   Effect.suspend(() => {
     res.writeHead(status, headers)
-    const loop: Effect.Effect<void> = Effect.flatMap(next, (text) => {
+    const loop: Effect.Effect<void> = Effect.flatMap(body.next, (text) => {
       if (text === undefined) return Effect.void
       if (res.destroyed) return Effect.interrupt
+      // the last piece and the end of the chunked body in one write
+      if (body.over()) return Effect.sync(() => void res.end(text))
       if (text === "" || res.write(text)) return loop
       return Effect.zipRight(drained(res), loop)
     })
@@ -70,7 +76,7 @@ export interface BodyParts<A, E> {
 }
 
 /** The text of a run's events as `writePulled` reads it, one pull at a time. */
-export const encodedPull = <A, E>(pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>, parts: BodyParts<A, E>): Effect.Effect<string | undefined> => {
+export const encodedPull = <A, E>(pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>, parts: BodyParts<A, E>): PulledBody => {
   let state: "start" | "body" | "over" = parts.start === undefined ? "body" : "start"
   const ended = Effect.catchAll(parts.end, (error) => Effect.succeed(parts.error(error)))
   const step = Effect.matchEffect(pull, {
@@ -80,13 +86,14 @@ export const encodedPull = <A, E>(pull: Effect.Effect<Chunk.Chunk<A>, Option.Opt
       return Option.isNone(failure) ? ended : Effect.succeed(parts.error(failure.value))
     }
   })
-  return Effect.suspend(() => {
+  const next = Effect.suspend(() => {
     if (state === "over") return Effect.succeed(undefined)
     if (state === "body") return step
     // the opening goes out with the first events: one write, not two
     state = "body"
     return Effect.map(step, (text) => (parts.start ?? "") + (text ?? ""))
   })
+  return { next, over: () => state === "over" }
 }
 
 /** One SSE frame, with an optional event name. */

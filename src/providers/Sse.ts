@@ -1,8 +1,9 @@
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Chunk, Effect, Option } from "effect"
 import { StringDecoder } from "node:string_decoder"
 import type { ModelEvent } from "../domain/Canonical.js"
 import { UpstreamError } from "../domain/Errors.js"
 import type { TransportFailure, UpstreamResponse } from "../services/HttpUpstream.js"
+import type { AnswerSource } from "../services/ProviderClient.js"
 
 /** One server-sent event frame. */
 export interface SseFrame {
@@ -79,12 +80,18 @@ export interface FrameReader {
 }
 
 /**
- * A provider's streamed answer as events: each network read is decoded and read frame by frame in
- * one step, so the stream is one pull per network read with plain functions inside (a Stream stage
- * per step cost more than the parsing). Stopping early, or on a failure, closes the upstream exchange.
+ * A provider's streamed answer as a pull: the first pull sends the request, each later one reads
+ * what one network read brought and runs its frames through the reader with plain functions (a
+ * Stream stage per step cost more than the parsing). `close` ends the exchange: an answer read to
+ * its end (or its terminator) leaves the connection for the next call, anything else aborts it.
  */
-export const sseEvents = (response: UpstreamResponse, transport: (failure: TransportFailure) => UpstreamError, reader: FrameReader): Stream.Stream<ModelEvent, UpstreamError> => {
+export const sseSource = (
+  send: Effect.Effect<UpstreamResponse, UpstreamError>,
+  transport: (failure: TransportFailure) => UpstreamError,
+  reader: FrameReader
+): AnswerSource => {
   const decoder = new SseDecoder()
+  let response: UpstreamResponse | undefined
   let finished = false
   // a failure after some events of the same read: those go out first, the failure on the next pull
   let failure: UpstreamError | undefined
@@ -94,7 +101,6 @@ export const sseEvents = (response: UpstreamResponse, transport: (failure: Trans
     failure = error
     return Effect.succeed(Chunk.unsafeFromArray(events))
   }
-  const read = Effect.mapError(response.read, (failure) => Option.some(transport(failure)))
   const step = (pieces: ReadonlyArray<Buffer> | undefined): Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Option<UpstreamError>> => {
     const events: Array<ModelEvent> = []
     const frames = pieces === undefined ? decoder.end() : pieces.length === 1 ? decoder.push(pieces[0]) : pieces.flatMap((piece) => decoder.push(piece))
@@ -115,7 +121,20 @@ export const sseEvents = (response: UpstreamResponse, transport: (failure: Trans
     }
     return Effect.succeed(Chunk.unsafeFromArray(events))
   }
-  const pull = Effect.suspend(() => (finished ? Effect.fail(failure === undefined ? Option.none() : Option.some(failure)) : Effect.flatMap(read, step)))
-  // an answer read to its end (or its terminator) leaves the connection for the next call
-  return Stream.repeatEffectChunkOption(pull).pipe(Stream.ensuring(Effect.sync(() => (finished && failure === undefined ? response.release() : response.close()))))
+  const read = (from: UpstreamResponse) => Effect.flatMap(Effect.mapError(from.read, (failure) => Option.some(transport(failure))), step)
+  const opened = Effect.flatMap(Effect.mapError(send, Option.some), (sent) => {
+    response = sent
+    return read(sent)
+  })
+  return {
+    pull: Effect.suspend(() => {
+      if (finished) return Effect.fail(failure === undefined ? Option.none() : Option.some(failure))
+      return response === undefined ? opened : read(response)
+    }),
+    close: Effect.sync(() => {
+      if (response === undefined) return
+      if (finished && failure === undefined) response.release()
+      else response.close()
+    })
+  }
 }

@@ -175,13 +175,21 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
             const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, neverSent[target.providerType])
             // an absolute deadline for the whole call, output included
-            const called = providers.stream({ target, request, deadline: options.deadline })
-            const spanned = tracing ? Stream.withSpan(called, "provider.stream", { kind: "client", attributes: spanAttributes(target) }) : called
-            const upstream = providers.enforcesDeadline(target.provider)
-              ? spanned
-              : Stream.interruptWhen(spanned, Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
+            const call = { target, request, deadline: options.deadline }
+            const direct = !tracing && providers.enforcesDeadline(target.provider)
+            // a provider that ends its own streams at the deadline is pulled directly; otherwise its
+            // stream gets a timer (and a span when tracing)
+            const pull = direct
+              ? yield* providers.open(call)
+              : yield* Stream.toPull(
+                  (tracing ? Stream.withSpan(providers.stream(call), "provider.stream", { kind: "client", attributes: spanAttributes(target) }) : providers.stream(call)).pipe(
+                    (upstream) =>
+                      providers.enforcesDeadline(target.provider)
+                        ? upstream
+                        : Stream.interruptWhen(upstream, Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
+                  )
+                )
             // pull up to the first non-empty chunk: failing here may still fall back to the next target
-            const pull = yield* Stream.toPull(upstream)
             const attempt = yield* firstChunk(pull).pipe(Effect.either)
             if (attempt._tag === "Right") {
               const sessionId = Ids.session()

@@ -1,4 +1,4 @@
-import { Chunk, Context, Effect, Layer, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Scope, Stream } from "effect"
 import type { ModelConfig, ProviderConfig, ProviderType } from "../Config.js"
 import type { CanonicalRequest, ModelEvent } from "../domain/Canonical.js"
 import { UpstreamError } from "../domain/Errors.js"
@@ -29,6 +29,19 @@ export interface ProviderCall {
 }
 
 /**
+ * A streamed answer read pull by pull (`Option.none()` after the last events); `close` ends the
+ * exchange, whether or not it was read to its end.
+ */
+export interface AnswerSource {
+  readonly pull: Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Option<UpstreamError>>
+  readonly close: Effect.Effect<void>
+}
+
+/** A source as a Stream (closed when the stream ends, fails or is interrupted). */
+export const sourceStream = (source: AnswerSource): Stream.Stream<ModelEvent, UpstreamError> =>
+  Stream.repeatEffectChunkOption(source.pull).pipe(Stream.ensuring(source.close))
+
+/**
  * A configured provider instance. `stream` yields events as they arrive; `complete` yields the
  * same events at once for a caller that does not stream (it skips the per-event stream machinery,
  * which costs far more than the work itself on a short answer). Both fail only with `UpstreamError`.
@@ -42,6 +55,11 @@ export interface Provider {
    * stream measured at a third of the streaming throughput
    */
   readonly enforcesDeadline?: boolean
+  /**
+   * the streamed answer without Stream machinery (same events as `stream`), for the runner's pull:
+   * a channel executor per call measured as a fifth of a streamed answer's cost
+   */
+  readonly source?: (call: ProviderCall) => AnswerSource
 }
 
 /** `complete` as the collected `stream` within the deadline, for providers with no cheaper whole-answer call. */
@@ -74,6 +92,8 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
     readonly complete: (call: ProviderCall) => Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError>
     /** whether a configured provider's streams fail by themselves at the deadline (see Provider) */
     readonly enforcesDeadline: (provider: string) => boolean
+    /** the call's events pull by pull, the exchange closed with the scope */
+    readonly open: (call: ProviderCall) => Effect.Effect<AnswerSource["pull"], never, Scope.Scope>
   }
 >() {
   /** Build one instance per configured provider, with the factories in context. */
@@ -96,7 +116,14 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
           const instance = instances.get(call.target.provider)
           return instance === undefined ? Effect.fail(missing(call)) : instance.complete(call)
         },
-        enforcesDeadline: (provider) => instances.get(provider)?.enforcesDeadline === true
+        enforcesDeadline: (provider) => instances.get(provider)?.enforcesDeadline === true,
+        open: (call) => {
+          const instance = instances.get(call.target.provider)
+          if (instance === undefined) return Effect.succeed(Effect.fail(Option.some(missing(call))))
+          if (instance.source === undefined) return Stream.toPull(instance.stream(call))
+          const source = instance.source(call)
+          return Effect.flatMap(Effect.scope, (scope) => Effect.as(Scope.addFinalizer(scope, source.close), source.pull))
+        }
       })
     })
 
@@ -105,7 +132,7 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
 
   /** A test double: every call answers with the given function's stream. */
   static readonly layerTest = (f: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>) =>
-    Layer.succeed(ProviderClient, ProviderClient.of({ stream: f, complete: completeFromStream(f), enforcesDeadline: () => false }))
+    Layer.succeed(ProviderClient, ProviderClient.of({ stream: f, complete: completeFromStream(f), enforcesDeadline: () => false, open: (call) => Stream.toPull(f(call)) }))
 }
 
 /** Sampling params (wire names) a provider type never sends upstream: always dropped and listed. */

@@ -1,10 +1,10 @@
-import { Effect, Redacted, Stream } from "effect"
+import { Effect, Redacted } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
 import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
-import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
-import { sseEvents } from "../Sse.js"
+import { sourceStream, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
+import { sseSource } from "../Sse.js"
 import { parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
 import { buildMessagesRequest } from "./Request.js"
 import { eventsOfMessage, finishStream, initialStreamState, readStreamEvent, readWireError } from "./Response.js"
@@ -98,38 +98,33 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
         })
       )
 
-    const sse = (call: ProviderCall): Stream.Stream<ModelEvent, UpstreamError> =>
-      Stream.unwrap(
-        send({ ...call, request: { ...call.request, stream: true } }).pipe(
-          Effect.map((response) => {
-            const state = initialStreamState()
-            return sseEvents(response, transportError(name), {
-              frame: (frame) => {
-                const data = parseJson(frame.data)
-                if (data === undefined) return badResponse("a stream event is not JSON")
-                const result = readStreamEvent(state, frame.event, data)
-                switch (result._tag) {
-                  case "Events":
-                    return result.events
-                  case "Invalid":
-                    return badResponse(result.message)
-                  case "Error":
-                    return wireErrorOf(name, result.type)
-                }
-              },
-              done: () => state.done,
-              end: () => {
-                if (!state.done) return badResponse("the stream ended before the answer was complete")
-                const result = finishStream(state)
-                return result._tag === "Events" ? result.events : badResponse(result.message)
-              }
-            })
-          })
-        )
-      )
+    const source = (call: ProviderCall): AnswerSource => {
+      const state = initialStreamState()
+      return sseSource(send({ ...call, request: { ...call.request, stream: true } }), transportError(name), {
+        frame: (frame) => {
+          const data = parseJson(frame.data)
+          if (data === undefined) return badResponse("a stream event is not JSON")
+          const result = readStreamEvent(state, frame.event, data)
+          switch (result._tag) {
+            case "Events":
+              return result.events
+            case "Invalid":
+              return badResponse(result.message)
+            case "Error":
+              return wireErrorOf(name, result.type)
+          }
+        },
+        done: () => state.done,
+        end: () => {
+          if (!state.done) return badResponse("the stream ended before the answer was complete")
+          const result = finishStream(state)
+          return result._tag === "Events" ? result.events : badResponse(result.message)
+        }
+      })
+    }
 
     // the upstream request's abort timer ends a stream at the deadline (HttpUpstream)
-    const provider: Provider = { stream: sse, complete, enforcesDeadline: true }
+    const provider: Provider = { stream: (call) => sourceStream(source(call)), source, complete, enforcesDeadline: true }
     return provider
   })
 

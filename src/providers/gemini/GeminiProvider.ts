@@ -1,10 +1,10 @@
-import { Effect, Redacted, Stream } from "effect"
+import { Effect, Redacted } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
 import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
-import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
-import { sseEvents } from "../Sse.js"
+import { sourceStream, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
+import { sseSource } from "../Sse.js"
 import { parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
 import { buildGenerateRequest } from "./Request.js"
 import { eventsOfResponse, finishStream, type GoogleError, initialStreamState, isComplete, readChunk, readGoogleError } from "./Response.js"
@@ -109,35 +109,30 @@ export const makeGeminiProvider = (name: string, config: ProviderConfig) =>
         })
       )
 
-    const sse = (call: ProviderCall): Stream.Stream<ModelEvent, UpstreamError> =>
-      Stream.unwrap(
-        send(call, "streamGenerateContent").pipe(
-          Effect.map((response) => {
-            const state = initialStreamState()
-            // read to the end: the chunk with finishReason may be followed by one with the final usage
-            return sseEvents(response, transportError(name), {
-              frame: (frame) => {
-                const data = parseJson(frame.data)
-                if (data === undefined) return badResponse("a stream chunk is not JSON")
-                const result = readChunk(state, data)
-                switch (result._tag) {
-                  case "Events":
-                    return result.events
-                  case "Error":
-                    return googleError(name, result.error, undefined, undefined)
-                  case "Invalid":
-                    return badResponse(result.message)
-                }
-              },
-              done: () => false,
-              end: () => (isComplete(state) ? finishStream(state) : badResponse("the stream ended before the answer was complete"))
-            })
-          })
-        )
-      )
+    const source = (call: ProviderCall): AnswerSource => {
+      const state = initialStreamState()
+      // read to the end: the chunk with finishReason may be followed by one with the final usage
+      return sseSource(send(call, "streamGenerateContent"), transportError(name), {
+        frame: (frame) => {
+          const data = parseJson(frame.data)
+          if (data === undefined) return badResponse("a stream chunk is not JSON")
+          const result = readChunk(state, data)
+          switch (result._tag) {
+            case "Events":
+              return result.events
+            case "Error":
+              return googleError(name, result.error, undefined, undefined)
+            case "Invalid":
+              return badResponse(result.message)
+          }
+        },
+        done: () => false,
+        end: () => (isComplete(state) ? finishStream(state) : badResponse("the stream ended before the answer was complete"))
+      })
+    }
 
     // the upstream request's abort timer ends a stream at the deadline (HttpUpstream)
-    const provider: Provider = { stream: sse, complete, enforcesDeadline: true }
+    const provider: Provider = { stream: (call) => sourceStream(source(call)), source, complete, enforcesDeadline: true }
     return provider
   })
 

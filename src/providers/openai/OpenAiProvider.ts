@@ -1,10 +1,10 @@
-import { Effect, Redacted, Stream } from "effect"
+import { Effect, Redacted } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
 import { HttpUpstream } from "../../services/HttpUpstream.js"
-import type { Provider, ProviderCall, ProviderFactory } from "../../services/ProviderClient.js"
-import { sseEvents } from "../Sse.js"
+import { sourceStream, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
+import { sseSource } from "../Sse.js"
 import { overloadText, parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
 import { buildChatRequest } from "./Request.js"
 import { eventsOfCompletion, finishStream, initialStreamState, readChunk, readInlineError } from "./Response.js"
@@ -63,34 +63,29 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
         })
       )
 
-    const sse = (call: ProviderCall): Stream.Stream<ModelEvent, UpstreamError> =>
-      Stream.unwrap(
-        send({ ...call, request: { ...call.request, stream: true } }).pipe(
-          Effect.map((response) => {
-            const state = initialStreamState()
-            return sseEvents(response, transportError(name), {
-              frame: (frame) => {
-                if (frame.data === "[DONE]") {
-                  state.done = true
-                  return []
-                }
-                const chunk = parseJson(frame.data)
-                if (chunk === undefined) return badResponse("a stream chunk is not JSON")
-                return inlineError(chunk) ?? readChunk(state, chunk)
-              },
-              done: () => state.done,
-              end: () => {
-                if (!state.done && state.finish === undefined) return badResponse("the stream ended before the answer was complete")
-                const events = finishStream(state)
-                return argumentsAreJson(events) ? events : badResponse("a tool call's arguments are not JSON")
-              }
-            })
-          })
-        )
-      )
+    const source = (call: ProviderCall): AnswerSource => {
+      const state = initialStreamState()
+      return sseSource(send({ ...call, request: { ...call.request, stream: true } }), transportError(name), {
+        frame: (frame) => {
+          if (frame.data === "[DONE]") {
+            state.done = true
+            return []
+          }
+          const chunk = parseJson(frame.data)
+          if (chunk === undefined) return badResponse("a stream chunk is not JSON")
+          return inlineError(chunk) ?? readChunk(state, chunk)
+        },
+        done: () => state.done,
+        end: () => {
+          if (!state.done && state.finish === undefined) return badResponse("the stream ended before the answer was complete")
+          const events = finishStream(state)
+          return argumentsAreJson(events) ? events : badResponse("a tool call's arguments are not JSON")
+        }
+      })
+    }
 
     // the upstream request's abort timer ends a stream at the deadline (HttpUpstream)
-    const provider: Provider = { stream: sse, complete, enforcesDeadline: true }
+    const provider: Provider = { stream: (call) => sourceStream(source(call)), source, complete, enforcesDeadline: true }
     return provider
   })
 
