@@ -1,6 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import type { Readable } from "node:stream"
-import { Agent, type Dispatcher, request } from "undici"
+import { Agent, request } from "undici"
 
 /** Why an upstream exchange failed before an HTTP answer could be read. */
 export type TransportFailure = "timeout" | "connection" | "body"
@@ -106,50 +106,47 @@ export class HttpUpstream extends Context.Tag("gateway/HttpUpstream")<
         Effect.sync(() => new Agent({ keepAliveTimeout: 30_000, connections: 512, headersTimeout: 0, bodyTimeout: 0 })),
         (agent) => Effect.promise(() => agent.destroy())
       )
+      // Effect.async rather than tryPromise: one AbortController per call (tryPromise adds its own
+      // per step), and one timer for the deadline, cleared when the body closes
       const post = (req: UpstreamRequest) =>
-        Effect.tryPromise({
-          try: async (interrupt) => {
-            // one controller and one timer, cleared when the body closes: AbortSignal.any and
-            // AbortSignal.timeout keep weak references and a timer per request alive for the GC
-            const controller = new AbortController()
-            const timer = setTimeout(() => controller.abort(new DOMException("past the deadline", "TimeoutError")), Math.max(1, req.deadline - Date.now()))
-            const onInterrupt = () => controller.abort(interrupt.reason)
-            interrupt.addEventListener("abort", onInterrupt, { once: true })
-            let response: Dispatcher.ResponseData
-            try {
-              response = await request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal: controller.signal })
-            } catch (error) {
+        Effect.async<UpstreamResponse, TransportFailure>((resume) => {
+          const controller = new AbortController()
+          const timer = setTimeout(() => controller.abort(new DOMException("past the deadline", "TimeoutError")), Math.max(1, req.deadline - Date.now()))
+          request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal: controller.signal }).then(
+            (response) => {
+              const body = response.body as unknown as Readable
+              body.once("close", () => clearTimeout(timer))
+              // destroying a body we stopped reading (client gone, answer cut short) emits an error
+              // after the stream's own listeners are gone: without this one it is an uncaught exception
+              body.on("error", ignore)
+              resume(
+                Effect.succeed({
+                  status: response.statusCode,
+                  headers: response.headers,
+                  text: Effect.async<string, TransportFailure>((done) => {
+                    response.body.text().then(
+                      (text) => done(Effect.succeed(text)),
+                      (error: unknown) => done(Effect.fail(classify(error)))
+                    )
+                    return Effect.sync(() => body.destroy())
+                  }),
+                  read: readPieces(body),
+                  close: () => {
+                    if (!body.readableEnded) body.destroy()
+                  },
+                  release: () => {
+                    if (!body.readableEnded) body.resume()
+                  }
+                })
+              )
+            },
+            (error: unknown) => {
               clearTimeout(timer)
-              throw error
-            } finally {
-              interrupt.removeEventListener("abort", onInterrupt)
+              resume(Effect.fail(classify(error)))
             }
-            const body = response.body as unknown as Readable
-            body.once("close", () => clearTimeout(timer))
-            // destroying a body we stopped reading (client gone, answer cut short) emits an error
-            // after the stream's own listeners are gone: without this one it is an uncaught exception
-            body.on("error", ignore)
-            const result: UpstreamResponse = {
-              status: response.statusCode,
-              headers: response.headers,
-              text: Effect.tryPromise({
-                try: (abort) => {
-                  abort.addEventListener("abort", () => body.destroy(), { once: true })
-                  return response.body.text()
-                },
-                catch: classify
-              }),
-              read: readPieces(body),
-              close: () => {
-                if (!body.readableEnded) body.destroy()
-              },
-              release: () => {
-                if (!body.readableEnded) body.resume()
-              }
-            }
-            return result
-          },
-          catch: classify
+          )
+          // interrupted before the answer's head arrived: abort the exchange
+          return Effect.sync(() => controller.abort())
         })
       return HttpUpstream.of({ post })
     })
