@@ -35,12 +35,15 @@ import { UsageLog } from "./services/Usage.js"
 import { databaseLayer } from "./sql/Database.js"
 
 /** Provider factories: one per provider type. A new provider type is one more entry. */
-const factoriesLayer = Layer.effect(
-  ProviderFactories,
-  Effect.all([OpenAiProviderFactory, AnthropicProviderFactory, GeminiProviderFactory]).pipe(
-    Effect.map((factories) => new Map([...factories, MockProviderFactory].map((f) => [f.type, f] as const)))
-  )
-).pipe(Layer.provide(HttpUpstream.layer))
+const factoriesLayer = (config: GatewayConfig) =>
+  Layer.effect(
+    ProviderFactories,
+    Effect.all([OpenAiProviderFactory, AnthropicProviderFactory, GeminiProviderFactory]).pipe(
+      Effect.map((factories) => new Map([...factories, MockProviderFactory].map((f) => [f.type, f] as const)))
+    )
+    // as many connections per upstream as model calls may be in flight: an admitted call never
+    // waits in a second, hidden queue
+  ).pipe(Layer.provide(HttpUpstream.layerWith({ connections: config.concurrency })))
 
 /**
  * The services of the gateway for a config, without the HTTP server. Tests replace
@@ -51,7 +54,7 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const database = databaseLayer(config.dataDir)
   const base = Layer.mergeAll(settings, KeyStore.layerWithRuntime(config).pipe(Layer.provide(database)), Catalog.layer(config), Log.layer(config.accessLog), Metrics.layer)
   const limits = Limits.layer(config).pipe(Layer.provide(base))
-  const providerClient = providers ?? ProviderClient.layer(config.providers).pipe(Layer.provide(factoriesLayer))
+  const providerClient = providers ?? ProviderClient.layer(config.providers).pipe(Layer.provide(factoriesLayer(config)))
   const usage = UsageLog.layer(config.usage.enabled).pipe(Layer.provide(Layer.merge(database, base)))
   const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage)))
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))

@@ -99,56 +99,63 @@ export class HttpUpstream extends Context.Tag("gateway/HttpUpstream")<
     readonly post: (req: UpstreamRequest) => Effect.Effect<UpstreamResponse, TransportFailure>
   }
 >() {
-  static readonly layer = Layer.scoped(
-    HttpUpstream,
-    Effect.gen(function* () {
-      const agent = yield* Effect.acquireRelease(
-        Effect.sync(() => new Agent({ keepAliveTimeout: 30_000, connections: 512, headersTimeout: 0, bodyTimeout: 0 })),
-        (agent) => Effect.promise(() => agent.destroy())
-      )
-      // Effect.async rather than tryPromise: one AbortController per call (tryPromise adds its own
-      // per step), and one timer for the deadline, cleared when the body closes
-      const post = (req: UpstreamRequest) =>
-        Effect.async<UpstreamResponse, TransportFailure>((resume) => {
-          const controller = new AbortController()
-          const timer = setTimeout(() => controller.abort(new DOMException("past the deadline", "TimeoutError")), Math.max(1, req.deadline - Date.now()))
-          request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal: controller.signal }).then(
-            (response) => {
-              const body = response.body as unknown as Readable
-              body.once("close", () => clearTimeout(timer))
-              // destroying a body we stopped reading (client gone, answer cut short) emits an error
-              // after the stream's own listeners are gone: without this one it is an uncaught exception
-              body.on("error", ignore)
-              resume(
-                Effect.succeed({
-                  status: response.statusCode,
-                  headers: response.headers,
-                  text: Effect.async<string, TransportFailure>((done) => {
-                    response.body.text().then(
-                      (text) => done(Effect.succeed(text)),
-                      (error: unknown) => done(Effect.fail(classify(error)))
-                    )
-                    return Effect.sync(() => body.destroy())
-                  }),
-                  read: readPieces(body),
-                  close: () => {
-                    if (!body.readableEnded) body.destroy()
-                  },
-                  release: () => {
-                    if (!body.readableEnded) body.resume()
-                  }
-                })
-              )
-            },
-            (error: unknown) => {
-              clearTimeout(timer)
-              resume(Effect.fail(classify(error)))
-            }
-          )
-          // interrupted before the answer's head arrived: abort the exchange
-          return Effect.sync(() => controller.abort())
-        })
-      return HttpUpstream.of({ post })
-    })
-  )
+  /** `connections`: the most open connections per upstream origin */
+  static readonly layerWith = (options: { readonly connections: number }) =>
+    Layer.scoped(HttpUpstream, makeHttpUpstream(options.connections))
+
+  /** the pool a provider test needs: 512 connections per origin */
+  static get layer() {
+    return HttpUpstream.layerWith({ connections: 512 })
+  }
 }
+
+const makeHttpUpstream = (connections: number) =>
+  Effect.gen(function* () {
+    const agent = yield* Effect.acquireRelease(
+      Effect.sync(() => new Agent({ keepAliveTimeout: 30_000, connections, headersTimeout: 0, bodyTimeout: 0 })),
+      (agent) => Effect.promise(() => agent.destroy())
+    )
+    // Effect.async rather than tryPromise: one AbortController per call (tryPromise adds its own
+    // per step), and one timer for the deadline, cleared when the body closes
+    const post = (req: UpstreamRequest) =>
+      Effect.async<UpstreamResponse, TransportFailure>((resume) => {
+        const controller = new AbortController()
+        const timer = setTimeout(() => controller.abort(new DOMException("past the deadline", "TimeoutError")), Math.max(1, req.deadline - Date.now()))
+        request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal: controller.signal }).then(
+          (response) => {
+            const body = response.body as unknown as Readable
+            body.once("close", () => clearTimeout(timer))
+            // destroying a body we stopped reading (client gone, answer cut short) emits an error
+            // after the stream's own listeners are gone: without this one it is an uncaught exception
+            body.on("error", ignore)
+            resume(
+              Effect.succeed({
+                status: response.statusCode,
+                headers: response.headers,
+                text: Effect.async<string, TransportFailure>((done) => {
+                  response.body.text().then(
+                    (text) => done(Effect.succeed(text)),
+                    (error: unknown) => done(Effect.fail(classify(error)))
+                  )
+                  return Effect.sync(() => body.destroy())
+                }),
+                read: readPieces(body),
+                close: () => {
+                  if (!body.readableEnded) body.destroy()
+                },
+                release: () => {
+                  if (!body.readableEnded) body.resume()
+                }
+              })
+            )
+          },
+          (error: unknown) => {
+            clearTimeout(timer)
+            resume(Effect.fail(classify(error)))
+          }
+        )
+        // interrupted before the answer's head arrived: abort the exchange
+        return Effect.sync(() => controller.abort())
+      })
+    return HttpUpstream.of({ post })
+  })
