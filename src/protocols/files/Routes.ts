@@ -23,7 +23,9 @@ const FILE_ID = /^file-[0-9a-f]{32}$/
 /** `Content-Disposition: attachment` with the name in both the plain and the RFC 5987 form. */
 const attachment = (filename: string) => {
   const plain = filename.replace(/[^\x20-\x7e]|["\\]/g, "_")
-  return `attachment; filename="${plain}"; filename*=UTF-8''${encodeURIComponent(filename)}`
+  // RFC 5987 attr-char has no `'`, `(`, `)` or `*`, which encodeURIComponent leaves as they are
+  const encoded = encodeURIComponent(filename).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+  return `attachment; filename="${plain}"; filename*=UTF-8''${encoded}`
 }
 
 export const filesRoutes = Effect.gen(function* () {

@@ -70,8 +70,10 @@ export async function* bodyPieces(incoming: IncomingMessage, rules: BodyRules): 
       yield next.value
     }
   } finally {
-    // stop reading what is left (the edge closes the connection on a refusal)
-    await iterator.return?.(undefined).catch(() => undefined)
+    // stop reading what is left (the edge closes the connection on a refusal). Not awaited: after
+    // an idle timeout a next() is still pending, and the iterator's return waits for it, that is
+    // for a byte that may never come (the 408 would wait for it too)
+    void iterator.return?.(undefined).catch(() => undefined)
   }
 }
 

@@ -18,7 +18,10 @@ import { eventsOfResponse, finishStream, type GoogleError, initialStreamState, i
 export const generateUrl = (baseUrl: string, model: string, method: "generateContent" | "streamGenerateContent"): string => {
   const base = baseUrl.replace(/\/+$/, "")
   const root = /\/v1beta$/.test(base) ? base : `${base}/v1beta`
-  const name = model.replace(/^models\//, "").split("/").map(encodeURIComponent).join("/")
+  const segments = model.replace(/^models\//, "").split("/")
+  // a `.` or `..` segment would be resolved away by URL parsing and move the request to another
+  // path on the upstream: such a name goes as one encoded segment
+  const name = segments.some((s) => s === "." || s === "..") ? encodeURIComponent(segments.join("/")) : segments.map(encodeURIComponent).join("/")
   return `${root}/models/${name}:${method}${method === "streamGenerateContent" ? "?alt=sse" : ""}`
 }
 
