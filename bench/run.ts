@@ -10,6 +10,8 @@
  *   --files      only the files scenario
  *   --all        the comparison, then the earlier scenarios
  *   --no-peer    leave the peer gateway out (no npm install)
+ *   --soak       only the soak (bench/soak.ts): 10 minutes of mixed traffic with faults injected
+ *   --soak-seconds N   the soak's length (implies --soak unless --all); --all runs it too
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -18,10 +20,23 @@ import { filesScenario } from "./files.js"
 import { usageScenario } from "./usage.js"
 import { load, median, post, repoRoot, startGateway, type LoadResult } from "./lib.js"
 import { closeLoader } from "./procs.js"
+import { runSoak, soakSettings, type SoakReport } from "./soak.js"
 
 const argv = process.argv.slice(2)
-const known = ["--quick", "--existing", "--files", "--all", "--no-peer"]
-for (const a of argv) {
+const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds"]
+/** `--soak-seconds N` (or `--soak-seconds=N`) */
+let soakSeconds: number | undefined
+for (let i = 0; i < argv.length; i++) {
+  const a = argv[i]
+  if (a === "--soak-seconds" || a.startsWith("--soak-seconds=")) {
+    const value = a.includes("=") ? a.slice(a.indexOf("=") + 1) : argv[++i]
+    soakSeconds = Number(value)
+    if (!Number.isFinite(soakSeconds) || soakSeconds < 1) {
+      process.stderr.write(`--soak-seconds needs a number of seconds (got ${value})\n`)
+      process.exit(2)
+    }
+    continue
+  }
   if (!known.includes(a)) {
     process.stderr.write(`unknown option ${a}; known: ${known.join(" ")}\n`)
     process.exit(2)
@@ -31,7 +46,9 @@ const quick = argv.includes("--quick")
 /** `--files`: only the files scenario */
 const filesOnly = argv.includes("--files")
 const existing = argv.includes("--existing") || argv.includes("--all") || filesOnly
-const comparison = !filesOnly && !argv.includes("--existing")
+/** `--soak` (or `--soak-seconds`): the soak, and the comparison only with `--all`; `--all`: the soak too, last */
+const soak = argv.includes("--soak") || soakSeconds !== undefined || argv.includes("--all")
+const comparison = !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
 const seconds = quick ? 2 : 4
 const rounds = quick ? 1 : 3
 const startedAt = new Date()
@@ -136,9 +153,12 @@ const existingScenarios = async () => {
 }
 
 let report: ContestReport | undefined
+let soakReport: SoakReport | undefined
 try {
   if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer") }, log)
   if (existing) await existingScenarios()
+  // a quick run has a 1-minute soak unless told otherwise
+  if (soak) soakReport = await runSoak(soakSettings(soakSeconds ?? (quick ? 60 : undefined)), log)
 } finally {
   await closeLoader()
 }
@@ -150,9 +170,10 @@ if (rows.length > 0) {
   process.stdout.write(`\nearlier scenarios (mock provider)${quick ? " (quick)" : ""} — median of ${rounds} round(s) of ${seconds} s\n\n`)
   for (const r of rows) process.stdout.write(`${`${r.scenario}  ${r.measure}`.padEnd(width)}  ${String(r.value).padStart(10)} ${r.unit}\n`)
 }
+if (soakReport !== undefined) process.stdout.write(`\n${soakReport.text}\n`)
 const out = path.join(repoRoot, "bench/results")
 fs.mkdirSync(out, { recursive: true })
 const file = path.join(out, `${startedAt.toISOString().replace(/[:.]/g, "-")}.json`)
-fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null }, null, 2))
+fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null }, null, 2))
 process.stdout.write(`\nwrote ${path.relative(repoRoot, file)}\n`)
 process.exit(0)
