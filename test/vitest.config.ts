@@ -4,6 +4,7 @@ export default defineConfig({
   root: new URL("..", import.meta.url).pathname,
   test: {
     include: ["test/**/*.test.ts"],
+    setupFiles: ["test/support/fast-check-seed.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",

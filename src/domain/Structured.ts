@@ -1,5 +1,6 @@
 import type { Answer, CanonicalRequest, JsonSchema, StructuredOutput, ToolDefinition } from "./Canonical.js"
 import { Errors, type GatewayError } from "./Errors.js"
+import { parseJsonText } from "./JsonDepth.js"
 
 /**
  * Structured output through the forced `respond` tool (spec section 1, rule 5): the caller's schema
@@ -87,7 +88,7 @@ export interface StructuredResult {
 
 const parse = (text: string): { readonly ok: true; readonly value: unknown } | { readonly ok: false } => {
   try {
-    return { ok: true, value: JSON.parse(text) as unknown }
+    return { ok: true, value: parseJsonText(text) }
   } catch {
     return { ok: false }
   }

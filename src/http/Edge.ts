@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { Settings } from "../Config.js"
 import { Errors, GatewayError, toGatewayError, type AnyGatewayError } from "../domain/Errors.js"
 import { Ids } from "../domain/Ids.js"
+import { MAX_JSON_DEPTH, tooDeepPath } from "../domain/JsonDepth.js"
 import { Catalog } from "../services/Catalog.js"
 import { isLoopbackHost, KeyStore, type Principal } from "../services/KeyStore.js"
 import { Limits } from "../services/Limits.js"
@@ -290,11 +291,18 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
               }),
               (body) => {
                 if (body.length === 0) return Effect.fail(Errors.invalidRequest("invalid_request", "The request body is empty; a JSON object is required"))
+                let value: unknown
                 try {
-                  return Effect.succeed(JSON.parse(body.toString("utf8")) as unknown)
+                  value = JSON.parse(body.toString("utf8"))
                 } catch {
                   return Effect.fail(Errors.invalidRequest("invalid_json", "The request body is not valid JSON"))
                 }
+                const deep = tooDeepPath(value)
+                if (deep === undefined) return Effect.succeed(value)
+                const param = deep.join(".")
+                return Effect.fail(
+                  Errors.invalidRequest("invalid_request_error", `${param === "" ? "body" : param}: the value nests deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`, param === "" ? undefined : { param })
+                )
               }
             )
           }

@@ -1,5 +1,6 @@
 import { UpstreamError } from "../domain/Errors.js"
 import type { TransportFailure, UpstreamResponse } from "../services/HttpUpstream.js"
+import { parseJsonText } from "../domain/JsonDepth.js"
 
 /** What every HTTP provider reads the same way: retry hints, statuses, transport failures, JSON. */
 
@@ -38,7 +39,7 @@ export const transportError = (provider: string) => (failure: TransportFailure) 
 /** JSON text as a value, or undefined when it is not JSON. */
 export const parseJson = (text: string): unknown => {
   try {
-    return JSON.parse(text) as unknown
+    return parseJsonText(text)
   } catch {
     return undefined
   }

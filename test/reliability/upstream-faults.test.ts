@@ -99,6 +99,7 @@ const FAULTS: ReadonlyArray<FaultCase> = [
   { fault: "bad-json", failure: BAD },
   { fault: "bad-sse", failure: BAD },
   { fault: "truncated-tool", failure: BAD },
+  { fault: "deep-tool", failure: BAD },
   { fault: "mid-reset", failure: UNREACHABLE, afterOutput: true },
   { fault: "mid-bad-json", failure: BAD, afterOutput: true },
   { fault: "mid-overload", failure: OVERLOADED, afterOutput: true }

@@ -50,6 +50,7 @@ export const faults = [
   "bad-json",
   "bad-sse",
   "truncated-tool",
+  "deep-tool",
   "mid-reset",
   "mid-stall",
   "mid-bad-json",
@@ -126,6 +127,18 @@ interface WireFormat {
   readonly truncatedToolSse: (model: string) => Array<string>
   /** a JSON answer (text) that stops inside a tool call */
   readonly truncatedToolJson: (model: string) => string
+  /** a streamed answer whose tool call's arguments nest 10,000 levels deep (valid JSON otherwise) */
+  readonly deepToolSse: (model: string) => Array<string>
+  /** a JSON answer (text) whose tool call's arguments nest 10,000 levels deep */
+  readonly deepToolJson: (model: string) => string
+}
+
+/** JSON text nesting 10,000 arrays deep: valid, but past what any JSON.stringify can print again. */
+export const DEEP_JSON = "[".repeat(10_000) + "]".repeat(10_000)
+/** `text` (JSON of an answer built with the string "__DEEP__" in it) with that string replaced by `deep`. */
+const withDeep = (text: string, deep: string = DEEP_JSON): string => {
+  if (!text.includes('"__DEEP__"')) throw new Error(`no "__DEEP__" in ${text}`)
+  return text.replace('"__DEEP__"', deep)
 }
 
 const say = (message: string) => `${message} (${UPSTREAM_DETAIL})`
@@ -162,7 +175,12 @@ const openaiWire: WireFormat = {
   truncatedToolSse: (model) =>
     [chunks.role({ model }), chunks.toolCallStart(0, "call_1", "get_weather", "", { model }), chunks.toolCallArgs(0, '{"city": "Par', { model })].map(data),
   truncatedToolJson: (model) =>
-    JSON.stringify(chatCompletionObject({ model, content: null, toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city": "Par' }] }))
+    JSON.stringify(chatCompletionObject({ model, content: null, toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city": "Par' }] })),
+  deepToolSse: (model) =>
+    [chunks.role({ model }), chunks.toolCallStart(0, "call_1", "get_weather", "", { model }), chunks.toolCallArgs(0, `{"city": ${DEEP_JSON}}`, { model }), chunks.finish("tool_calls", { model })]
+      .map(data)
+      .concat("data: [DONE]\n\n"),
+  deepToolJson: (model) => JSON.stringify(chatCompletionObject({ model, content: null, toolCalls: [{ id: "call_1", name: "get_weather", arguments: `{"city": ${DEEP_JSON}}` }] }))
 }
 
 const anthropicWire: WireFormat = {
@@ -192,7 +210,17 @@ const anthropicWire: WireFormat = {
       messageEvents.inputJsonDelta(0, '{"city": "Par')
     ].map(event),
   truncatedToolJson: (model) =>
-    cutInside(JSON.stringify(messageObject({ model, blocks: [{ type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }] })), '"city":"Par')
+    cutInside(JSON.stringify(messageObject({ model, blocks: [{ type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }] })), '"city":"Par'),
+  deepToolSse: (model) =>
+    [
+      messageEvents.messageStart({ model }),
+      messageEvents.blockStart(0, { type: "tool_use", id: "toolu_1", name: "get_weather", input: {} }),
+      messageEvents.inputJsonDelta(0, `{"city": ${DEEP_JSON}}`),
+      messageEvents.blockStop(0),
+      messageEvents.messageDelta("tool_use", 5),
+      messageEvents.messageStop()
+    ].map(event),
+  deepToolJson: (model) => withDeep(JSON.stringify(messageObject({ model, blocks: [{ type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "__DEEP__" } }] })))
 }
 
 const geminiWire: WireFormat = {
@@ -217,7 +245,10 @@ const geminiWire: WireFormat = {
     // the call's chunk cut inside its arguments: no frame end follows, the stream just ends
     return [cutInside(whole, '"city":"Par')]
   },
-  truncatedToolJson: (model) => cutInside(JSON.stringify(generateObject({ modelVersion: model, text: "", calls: [{ name: "get_weather", args: { city: "Paris" } }] })), '"city":"Par')
+  truncatedToolJson: (model) => cutInside(JSON.stringify(generateObject({ modelVersion: model, text: "", calls: [{ name: "get_weather", args: { city: "Paris" } }] })), '"city":"Par'),
+  deepToolSse: (model) =>
+    generateChunks({ modelVersion: model, text: "", calls: [{ name: "get_weather", args: { city: "__DEEP__" } }] }).map((c) => `data: ${JSON.stringify(c).replace('"__DEEP__"', DEEP_JSON)}\r\n\r\n`),
+  deepToolJson: (model) => withDeep(JSON.stringify(generateObject({ modelVersion: model, text: "", calls: [{ name: "get_weather", args: { city: "__DEEP__" } }] })))
 }
 
 const wires: Record<Wire, WireFormat> = { openai: openaiWire, anthropic: anthropicWire, gemini: geminiWire }
@@ -337,6 +368,12 @@ export const startFaultyUpstream = async (wire: Wire, options: { readonly keepAl
         if (!stream) return sendJson(res, 200, "<html><body>502 Bad Gateway</body></html>")
         sseHead(res)
         await write(res, "<html>\n<body>\nthis is not an event stream\n</body>\n</html>\n\n")
+        if (!gone(res)) res.end()
+        return
+      case "deep-tool":
+        if (!stream) return sendJson(res, 200, format.deepToolJson(model))
+        sseHead(res)
+        await frames(res, format.deepToolSse(model))
         if (!gone(res)) res.end()
         return
       case "truncated-tool":

@@ -3,6 +3,7 @@ import { Effect, Either, Runtime, type Scope } from "effect"
 import type { IncomingMessage } from "node:http"
 import type { Readable } from "node:stream"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
+import { MAX_JSON_DEPTH, nestsDeeperThan } from "../../domain/JsonDepth.js"
 import type { RequestContext } from "../../http/Route.js"
 import type { CommitOptions, FileRecord, FileStore, Stage, StagedFile } from "../../services/FileStore.js"
 
@@ -144,6 +145,10 @@ export const receiveForm = (store: FileStore["Type"], ctx: RequestContext, rules
             fields[name] = value
           })
           parser.on("file", (name, stream, info) => {
+            // a form cut short destroys the part's stream with the parser's error: that error is
+            // reported by the parser's own "error" below, and must not escape as an uncaught one
+            // from a stream nobody listens to (a skipped part, or one already written)
+            stream.on("error", () => {})
             if (name !== "file" || writing !== undefined) {
               stream.resume()
               return
@@ -310,6 +315,7 @@ export const receiveRelated = (store: FileStore["Type"], ctx: RequestContext, ru
     } catch {
       return yield* malformed("the metadata part is not JSON")
     }
+    if (nestsDeeperThan(metadata)) return yield* malformed(`the metadata part nests deeper than ${MAX_JSON_DEPTH} levels`)
     if (!(yield* read(() => reader.next()))) return yield* Errors.invalidRequest("invalid_argument", "file: the multipart body has no file part", { param: "file" })
     const fileHeaders = partHeaders(yield* read(() => reader.until(Buffer.from("\r\n\r\n"), 16 * 1024)))
     const declared = fileHeaders["content-type"] ?? (metadata as { file?: { mimeType?: string } } | null)?.file?.mimeType

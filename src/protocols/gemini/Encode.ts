@@ -3,6 +3,7 @@ import { emptyUsage } from "../../domain/Canonical.js"
 import type { GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
 import { geminiErrorObject } from "../../http/Envelopes.js"
+import { parseJsonText } from "../../domain/JsonDepth.js"
 
 /** Generate-content responses (spec 2.3) and the two stream forms (spec 6.3). */
 
@@ -32,7 +33,7 @@ export const usageMetadata = (usage: Usage): Record<string, number> => {
 /** Function-call arguments as an object (the model's JSON text, or `{}` when it is not an object). */
 const argsOf = (text: string): Record<string, unknown> => {
   try {
-    const value = JSON.parse(text) as unknown
+    const value = parseJsonText(text)
     return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {}
   } catch {
     return {}

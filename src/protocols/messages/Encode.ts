@@ -4,6 +4,7 @@ import type { GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
 import { renderMessages } from "../../http/Envelopes.js"
 import { sseComment } from "../../http/Writer.js"
+import { parseJsonText } from "../../domain/JsonDepth.js"
 
 /** Messages-style message objects and the 6.2 event stream. */
 
@@ -36,7 +37,7 @@ export const wireUsage = (u: Usage) => ({
 
 const parseInput = (call: ToolCall): unknown => {
   try {
-    return JSON.parse(call.arguments) as unknown
+    return parseJsonText(call.arguments)
   } catch {
     return {}
   }

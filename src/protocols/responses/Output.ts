@@ -2,6 +2,7 @@ import type { Answer, FinishReason, ToolCall, Usage } from "../../domain/Canonic
 import { randomHex } from "../../domain/Ids.js"
 import type { Item } from "./Input.js"
 import type { ToolEntry, ToolPlan } from "./Tools.js"
+import { parseJsonText } from "../../domain/JsonDepth.js"
 
 /** Output items and the response object of the Responses-style API (spec 2.1). */
 
@@ -17,7 +18,7 @@ export const wireUsage = (u: Usage) => ({
 
 const parseInput = (args: string): string => {
   try {
-    const value = JSON.parse(args) as unknown
+    const value = parseJsonText(args)
     if (typeof value === "object" && value !== null && "input" in value) {
       const input = (value as { input: unknown }).input
       return typeof input === "string" ? input : JSON.stringify(input)

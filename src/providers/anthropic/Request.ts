@@ -11,6 +11,7 @@ import type {
 } from "../../domain/Canonical.js"
 import type { ProviderTarget } from "../../services/ProviderClient.js"
 import { parseDataUrl } from "../DataUrl.js"
+import { parseJsonText } from "../../domain/JsonDepth.js"
 
 /** Messages API wire request built from a canonical request (the `anthropic` provider type). */
 
@@ -74,7 +75,7 @@ const textBlock = (part: TextPart): Block => withCache({ type: "text", text: par
 
 const parseToolInput = (args: string): Record<string, unknown> => {
   try {
-    const value: unknown = JSON.parse(args)
+    const value: unknown = parseJsonText(args)
     return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {}
   } catch {
     return {}

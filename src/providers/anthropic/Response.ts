@@ -1,4 +1,5 @@
 import { ModelEvent, type FinishReason, type Usage } from "../../domain/Canonical.js"
+import { parseJsonText } from "../../domain/JsonDepth.js"
 
 /**
  * Reading Messages API answers (a whole `message` JSON and SSE events) into canonical events. Wire
@@ -74,7 +75,7 @@ export const readWireError = (value: unknown): { readonly type: string } | undef
 
 const isJson = (text: string): boolean => {
   try {
-    JSON.parse(text)
+    parseJsonText(text)
     return true
   } catch {
     return false

@@ -10,6 +10,7 @@ import type {
 } from "../../domain/Canonical.js"
 import type { ProviderTarget } from "../../services/ProviderClient.js"
 import { parseDataUrl } from "../DataUrl.js"
+import { parseJsonText } from "../../domain/JsonDepth.js"
 
 /** generateContent wire request built from a canonical request (the `gemini` provider type). */
 
@@ -82,7 +83,7 @@ const userPart = (part: UserPart): Array<Part> => {
 /** Tool call arguments as the object functionCall.args wants (`{}` when they are not a JSON object). */
 const parseArgs = (args: string): Record<string, unknown> => {
   try {
-    const value: unknown = JSON.parse(args)
+    const value: unknown = parseJsonText(args)
     return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {}
   } catch {
     return {}
@@ -145,7 +146,7 @@ const responseOf = (part: ToolResultPart): Record<string, unknown> => {
   const text = textOfResult(part)
   if (text.startsWith("{")) {
     try {
-      const value = JSON.parse(text) as unknown
+      const value = parseJsonText(text) as unknown
       if (typeof value === "object" && value !== null && !Array.isArray(value)) {
         const record = value as Record<string, unknown>
         // an error result keeps its error marker (an object without `output` but with `error`)
