@@ -2,29 +2,28 @@
  * How deep a parsed JSON value nests. `JSON.parse` reads any depth, but `JSON.stringify`, Schema's
  * error formatter and every recursive translation overflow the stack somewhere past a few thousand
  * levels, so bodies (and model output) nesting deeper than {@link MAX_JSON_DEPTH} are refused where
- * they come in. Both walks are iterative: they cannot overflow themselves.
+ * they come in. Neither walk can overflow the stack itself.
  */
 
 /** Levels of arrays and objects a request body may nest; real requests (tool schemas included) stay far below. */
 export const MAX_JSON_DEPTH = 128
 
-/** Whether `value` nests more than `max` levels of arrays and objects. */
-export const nestsDeeperThan = (value: unknown, max: number = MAX_JSON_DEPTH): boolean => {
+/**
+ * Whether `value` nests more than `max` levels of arrays and objects. Recursive, but never deeper
+ * than `max` + 1 frames: it stops where the limit is passed. No allocation (it runs on every
+ * request body and every upstream frame).
+ */
+export const nestsDeeperThan = (value: unknown, max: number = MAX_JSON_DEPTH): boolean => deeper(value, max)
+
+const deeper = (value: unknown, levelsLeft: number): boolean => {
   if (typeof value !== "object" || value === null) return false
-  const values: Array<unknown> = [value]
-  const depths: Array<number> = [1]
-  while (values.length > 0) {
-    const node = values.pop() as object
-    const depth = depths.pop()!
-    if (depth > max) return true
-    const children = Array.isArray(node) ? node : Object.values(node)
-    for (const child of children) {
-      if (typeof child === "object" && child !== null) {
-        values.push(child)
-        depths.push(depth + 1)
-      }
-    }
+  if (levelsLeft === 0) return true
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (deeper(value[i], levelsLeft - 1)) return true
+    return false
   }
+  const record = value as Record<string, unknown>
+  for (const key in record) if (deeper(record[key], levelsLeft - 1)) return true
   return false
 }
 
