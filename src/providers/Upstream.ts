@@ -7,7 +7,7 @@ import { parseJsonText } from "../domain/JsonDepth.js"
 export const overloadText = /overload/i
 
 /** `Retry-After` in seconds (a number of seconds or an HTTP date). */
-export const retryAfterOf = (response: UpstreamResponse): number | undefined => {
+export const retryAfterOf = (response: Pick<UpstreamResponse, "headers">): number | undefined => {
   const value = response.headers["retry-after"]
   if (typeof value !== "string") return undefined
   const seconds = Number(value)

@@ -56,25 +56,20 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
     if (config.apiKey !== undefined) headers["x-api-key"] = Redacted.value(config.apiKey)
     const badResponse = (message: string) => new UpstreamError({ provider: name, reason: "bad_response", message })
 
+    /** The error of an answer with an error status, from its body text. */
+    const statusFailure = (status: number, answerHeaders: UpstreamResponse["headers"], text: string): UpstreamError => {
+      const retryAfter = retryAfterOf({ headers: answerHeaders })
+      const wire = readWireError(parseJson(text))
+      if (wire?.type === "overloaded_error") {
+        return new UpstreamError({ provider: name, reason: "overloaded", upstreamStatus: status, ...(retryAfter !== undefined ? { retryAfter } : {}), message: "overloaded" })
+      }
+      return statusError(name, status, text, retryAfter)
+    }
+
     const failed = (response: UpstreamResponse) =>
       response.text.pipe(
         Effect.orElseSucceed(() => ""),
-        Effect.flatMap((text) => {
-          const retryAfter = retryAfterOf(response)
-          const wire = readWireError(parseJson(text))
-          if (wire?.type === "overloaded_error") {
-            return Effect.fail(
-              new UpstreamError({
-                provider: name,
-                reason: "overloaded",
-                upstreamStatus: response.status,
-                ...(retryAfter !== undefined ? { retryAfter } : {}),
-                message: "overloaded"
-              })
-            )
-          }
-          return Effect.fail(statusError(name, response.status, text, retryAfter))
-        })
+        Effect.flatMap((text) => Effect.fail(statusFailure(response.status, response.headers, text)))
       )
 
     const send = (call: ProviderCall) =>
@@ -85,10 +80,12 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
           Effect.flatMap((response) => (response.status >= 200 && response.status < 300 ? Effect.succeed(response) : failed(response)))
         )
 
+    // the whole answer in one suspension (HttpUpstream.postWhole)
     const complete = (call: ProviderCall): Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError> =>
-      send({ ...call, request: { ...call.request, stream: false } }).pipe(
-        Effect.flatMap((response) => Effect.mapError(response.text, transportError(name))),
-        Effect.flatMap((text) => {
+      upstream.postWhole({ url, headers, body: JSON.stringify(buildMessagesRequest(call.target, { ...call.request, stream: false })), deadline: call.deadline }).pipe(
+        Effect.mapError(transportError(name)),
+        Effect.flatMap(({ status, headers: answerHeaders, text }) => {
+          if (status < 200 || status >= 300) return Effect.fail(statusFailure(status, answerHeaders, text))
           const body = parseJson(text)
           if (body === undefined) return Effect.fail(badResponse("the answer is not JSON"))
           const wire = readWireError(body)

@@ -75,10 +75,14 @@ export const makeGeminiProvider = (name: string, config: ProviderConfig) =>
     if (config.apiKey !== undefined) headers["x-goog-api-key"] = Redacted.value(config.apiKey)
     const badResponse = (message: string) => new UpstreamError({ provider: name, reason: "bad_response", message })
 
+    /** The error of an answer with an error status, from its body text. */
+    const statusFailure = (status: number, answerHeaders: UpstreamResponse["headers"], text: string): UpstreamError =>
+      googleError(name, readGoogleError(parseJson(text)) ?? { message: text, reasons: [] }, status, retryAfterOf({ headers: answerHeaders }))
+
     const failed = (response: UpstreamResponse) =>
       response.text.pipe(
         Effect.orElseSucceed(() => ""),
-        Effect.flatMap((text) => Effect.fail(googleError(name, readGoogleError(parseJson(text)) ?? { message: text, reasons: [] }, response.status, retryAfterOf(response))))
+        Effect.flatMap((text) => Effect.fail(statusFailure(response.status, response.headers, text)))
       )
 
     const send = (call: ProviderCall, method: "generateContent" | "streamGenerateContent") =>
@@ -94,23 +98,32 @@ export const makeGeminiProvider = (name: string, config: ProviderConfig) =>
           Effect.flatMap((response) => (response.status >= 200 && response.status < 300 ? Effect.succeed(response) : failed(response)))
         )
 
+    // the whole answer in one suspension (HttpUpstream.postWhole)
     const complete = (call: ProviderCall): Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError> =>
-      send(call, "generateContent").pipe(
-        Effect.flatMap((response) => Effect.mapError(response.text, transportError(name))),
-        Effect.flatMap((text) => {
-          const body = parseJson(text)
-          if (body === undefined) return Effect.fail(badResponse("the answer is not JSON"))
-          const result = eventsOfResponse(body)
-          switch (result._tag) {
-            case "Events":
-              return Effect.succeed(result.events)
-            case "Error":
-              return Effect.fail(googleError(name, result.error, undefined, undefined))
-            case "Invalid":
-              return Effect.fail(badResponse(result.message))
-          }
+      upstream
+        .postWhole({
+          url: generateUrl(baseUrl, call.target.model, "generateContent"),
+          headers,
+          body: JSON.stringify(buildGenerateRequest(call.target, call.request)),
+          deadline: call.deadline
         })
-      )
+        .pipe(
+          Effect.mapError(transportError(name)),
+          Effect.flatMap(({ status, headers: answerHeaders, text }) => {
+            if (status < 200 || status >= 300) return Effect.fail(statusFailure(status, answerHeaders, text))
+            const body = parseJson(text)
+            if (body === undefined) return Effect.fail(badResponse("the answer is not JSON"))
+            const result = eventsOfResponse(body)
+            switch (result._tag) {
+              case "Events":
+                return Effect.succeed(result.events)
+              case "Error":
+                return Effect.fail(googleError(name, result.error, undefined, undefined))
+              case "Invalid":
+                return Effect.fail(badResponse(result.message))
+            }
+          })
+        )
 
     const source = (call: ProviderCall): AnswerSource => {
       const state = initialStreamState()

@@ -49,10 +49,12 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
         : new UpstreamError({ provider: name, reason: "server_error", message: "the provider reported an error" })
     }
 
+    // the whole answer in one suspension (HttpUpstream.postWhole)
     const complete = (call: ProviderCall): Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError> =>
-      send({ ...call, request: { ...call.request, stream: false } }).pipe(
-        Effect.flatMap((response) => Effect.mapError(response.text, transportError(name))),
-        Effect.flatMap((text) => {
+      upstream.postWhole({ url, headers, body: JSON.stringify(buildChatRequest(call.target, { ...call.request, stream: false }, baseUrl)), deadline: call.deadline }).pipe(
+        Effect.mapError(transportError(name)),
+        Effect.flatMap(({ status, headers: answerHeaders, text }) => {
+          if (status < 200 || status >= 300) return Effect.fail(statusError(name, status, text, retryAfterOf({ headers: answerHeaders })))
           const body = parseJson(text)
           const error = body === undefined ? badResponse("the answer is not JSON") : inlineError(body)
           if (error !== undefined) return Effect.fail(error)
