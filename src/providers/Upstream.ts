@@ -1,5 +1,6 @@
 import { UpstreamError } from "../domain/Errors.js"
-import type { TransportFailure, UpstreamResponse } from "../services/HttpUpstream.js"
+import { Effect } from "effect"
+import type { TransportFailure, UpstreamResponse, WholeResponse } from "../services/HttpUpstream.js"
 import { parseJsonText } from "../domain/JsonDepth.js"
 
 /** What every HTTP provider reads the same way: retry hints, statuses, transport failures, JSON. */
@@ -44,3 +45,16 @@ export const parseJson = (text: string): unknown => {
     return undefined
   }
 }
+
+/**
+ * The body text of a non-streamed answer (`HttpUpstream.postWhole`): a transport failure as the
+ * provider's error, an error status as `onStatus` reads it from the body.
+ */
+export const wholeText = (
+  provider: string,
+  whole: Effect.Effect<WholeResponse, TransportFailure>,
+  onStatus: (status: number, headers: UpstreamResponse["headers"], text: string) => UpstreamError
+): Effect.Effect<string, UpstreamError> =>
+  Effect.flatMap(Effect.mapError(whole, transportError(provider)), (answer) =>
+    answer.status >= 200 && answer.status < 300 ? Effect.succeed(answer.text) : Effect.fail(onStatus(answer.status, answer.headers, answer.text))
+  )

@@ -129,12 +129,17 @@ const makeHttpUpstream = (connections: number) =>
       (agent) => Effect.promise(() => agent.destroy())
     )
     // Effect.async rather than tryPromise: one AbortController per call (tryPromise adds its own
-    // per step), and one timer for the deadline, cleared when the body closes
+    // per step), and one timer for the deadline, cleared when the exchange is over
+    const send = (req: UpstreamRequest) => {
+      const controller = new AbortController()
+      const timer = setTimeout(() => controller.abort(new DOMException("past the deadline", "TimeoutError")), Math.max(1, req.deadline - Date.now()))
+      const answer = request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal: controller.signal })
+      return { controller, timer, answer }
+    }
     const post = (req: UpstreamRequest) =>
       Effect.async<UpstreamResponse, TransportFailure>((resume) => {
-        const controller = new AbortController()
-        const timer = setTimeout(() => controller.abort(new DOMException("past the deadline", "TimeoutError")), Math.max(1, req.deadline - Date.now()))
-        request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal: controller.signal }).then(
+        const { controller, timer, answer } = send(req)
+        answer.then(
           (response) => {
             const body = response.body as unknown as Readable
             body.once("close", () => clearTimeout(timer))
@@ -172,9 +177,8 @@ const makeHttpUpstream = (connections: number) =>
       })
     const postWhole = (req: UpstreamRequest) =>
       Effect.async<WholeResponse, TransportFailure>((resume) => {
-        const controller = new AbortController()
-        const timer = setTimeout(() => controller.abort(new DOMException("past the deadline", "TimeoutError")), Math.max(1, req.deadline - Date.now()))
-        request(req.url, { method: "POST", headers: req.headers, body: req.body, dispatcher: agent, signal: controller.signal })
+        const { controller, timer, answer } = send(req)
+        answer
           .then((response) => {
             const ok = response.statusCode >= 200 && response.statusCode < 300
             return response.body.text().then(

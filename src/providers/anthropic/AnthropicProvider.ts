@@ -5,7 +5,7 @@ import { UpstreamError } from "../../domain/Errors.js"
 import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
 import { sourceStream, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
 import { sseSource } from "../Sse.js"
-import { parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
+import { parseJson, retryAfterOf, statusError, transportError, wholeText } from "../Upstream.js"
 import { buildMessagesRequest } from "./Request.js"
 import { eventsOfMessage, finishStream, initialStreamState, readStreamEvent, readWireError } from "./Response.js"
 
@@ -72,9 +72,11 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
         Effect.flatMap((text) => Effect.fail(statusFailure(response.status, response.headers, text)))
       )
 
+    const requestOf = (call: ProviderCall) => ({ url, headers, body: JSON.stringify(buildMessagesRequest(call.target, call.request)), deadline: call.deadline })
+
     const send = (call: ProviderCall) =>
       upstream
-        .post({ url, headers, body: JSON.stringify(buildMessagesRequest(call.target, call.request)), deadline: call.deadline })
+        .post(requestOf(call))
         .pipe(
           Effect.mapError(transportError(name)),
           Effect.flatMap((response) => (response.status >= 200 && response.status < 300 ? Effect.succeed(response) : failed(response)))
@@ -82,18 +84,14 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
 
     // the whole answer in one suspension (HttpUpstream.postWhole)
     const complete = (call: ProviderCall): Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError> =>
-      upstream.postWhole({ url, headers, body: JSON.stringify(buildMessagesRequest(call.target, { ...call.request, stream: false })), deadline: call.deadline }).pipe(
-        Effect.mapError(transportError(name)),
-        Effect.flatMap(({ status, headers: answerHeaders, text }) => {
-          if (status < 200 || status >= 300) return Effect.fail(statusFailure(status, answerHeaders, text))
-          const body = parseJson(text)
-          if (body === undefined) return Effect.fail(badResponse("the answer is not JSON"))
-          const wire = readWireError(body)
-          if (wire !== undefined) return Effect.fail(wireErrorOf(name, wire.type))
-          const result = eventsOfMessage(body)
-          return result._tag === "Events" ? Effect.succeed(result.events) : Effect.fail(badResponse(result.message))
-        })
-      )
+      Effect.flatMap(wholeText(name, upstream.postWhole(requestOf({ ...call, request: { ...call.request, stream: false } })), statusFailure), (text) => {
+        const body = parseJson(text)
+        if (body === undefined) return Effect.fail(badResponse("the answer is not JSON"))
+        const wire = readWireError(body)
+        if (wire !== undefined) return Effect.fail(wireErrorOf(name, wire.type))
+        const result = eventsOfMessage(body)
+        return result._tag === "Events" ? Effect.succeed(result.events) : Effect.fail(badResponse(result.message))
+      })
 
     const source = (call: ProviderCall): AnswerSource => {
       const state = initialStreamState()

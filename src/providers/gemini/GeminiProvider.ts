@@ -5,7 +5,7 @@ import { UpstreamError } from "../../domain/Errors.js"
 import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
 import { sourceStream, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
 import { sseSource } from "../Sse.js"
-import { parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
+import { parseJson, retryAfterOf, statusError, transportError, wholeText } from "../Upstream.js"
 import { buildGenerateRequest } from "./Request.js"
 import { eventsOfResponse, finishStream, type GoogleError, initialStreamState, isComplete, readChunk, readGoogleError } from "./Response.js"
 
@@ -85,14 +85,16 @@ export const makeGeminiProvider = (name: string, config: ProviderConfig) =>
         Effect.flatMap((text) => Effect.fail(statusFailure(response.status, response.headers, text)))
       )
 
+    const requestOf = (call: ProviderCall, method: "generateContent" | "streamGenerateContent") => ({
+      url: generateUrl(baseUrl, call.target.model, method),
+      headers,
+      body: JSON.stringify(buildGenerateRequest(call.target, call.request)),
+      deadline: call.deadline
+    })
+
     const send = (call: ProviderCall, method: "generateContent" | "streamGenerateContent") =>
       upstream
-        .post({
-          url: generateUrl(baseUrl, call.target.model, method),
-          headers,
-          body: JSON.stringify(buildGenerateRequest(call.target, call.request)),
-          deadline: call.deadline
-        })
+        .post(requestOf(call, method))
         .pipe(
           Effect.mapError(transportError(name)),
           Effect.flatMap((response) => (response.status >= 200 && response.status < 300 ? Effect.succeed(response) : failed(response)))
@@ -100,30 +102,19 @@ export const makeGeminiProvider = (name: string, config: ProviderConfig) =>
 
     // the whole answer in one suspension (HttpUpstream.postWhole)
     const complete = (call: ProviderCall): Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError> =>
-      upstream
-        .postWhole({
-          url: generateUrl(baseUrl, call.target.model, "generateContent"),
-          headers,
-          body: JSON.stringify(buildGenerateRequest(call.target, call.request)),
-          deadline: call.deadline
-        })
-        .pipe(
-          Effect.mapError(transportError(name)),
-          Effect.flatMap(({ status, headers: answerHeaders, text }) => {
-            if (status < 200 || status >= 300) return Effect.fail(statusFailure(status, answerHeaders, text))
-            const body = parseJson(text)
-            if (body === undefined) return Effect.fail(badResponse("the answer is not JSON"))
-            const result = eventsOfResponse(body)
-            switch (result._tag) {
-              case "Events":
-                return Effect.succeed(result.events)
-              case "Error":
-                return Effect.fail(googleError(name, result.error, undefined, undefined))
-              case "Invalid":
-                return Effect.fail(badResponse(result.message))
-            }
-          })
-        )
+      Effect.flatMap(wholeText(name, upstream.postWhole(requestOf(call, "generateContent")), statusFailure), (text) => {
+        const body = parseJson(text)
+        if (body === undefined) return Effect.fail(badResponse("the answer is not JSON"))
+        const result = eventsOfResponse(body)
+        switch (result._tag) {
+          case "Events":
+            return Effect.succeed(result.events)
+          case "Error":
+            return Effect.fail(googleError(name, result.error, undefined, undefined))
+          case "Invalid":
+            return Effect.fail(badResponse(result.message))
+        }
+      })
 
     const source = (call: ProviderCall): AnswerSource => {
       const state = initialStreamState()

@@ -2,10 +2,10 @@ import { Effect, Redacted } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
-import { HttpUpstream } from "../../services/HttpUpstream.js"
+import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
 import { sourceStream, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
 import { sseSource } from "../Sse.js"
-import { overloadText, parseJson, retryAfterOf, statusError, transportError } from "../Upstream.js"
+import { overloadText, parseJson, retryAfterOf, statusError, transportError, wholeText } from "../Upstream.js"
 import { buildChatRequest } from "./Request.js"
 import { eventsOfCompletion, finishStream, initialStreamState, readChunk, readInlineError } from "./Response.js"
 
@@ -26,20 +26,22 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
     if (config.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(config.apiKey)}`
     const badResponse = (message: string) => new UpstreamError({ provider: name, reason: "bad_response", message })
 
+    const requestOf = (call: ProviderCall) => ({ url, headers, body: JSON.stringify(buildChatRequest(call.target, call.request, baseUrl)), deadline: call.deadline })
+    /** The error of an answer with an error status, from its body text. */
+    const statusFailure = (status: number, answerHeaders: UpstreamResponse["headers"], text: string) => statusError(name, status, text, retryAfterOf({ headers: answerHeaders }))
+
     const send = (call: ProviderCall) =>
-      upstream
-        .post({ url, headers, body: JSON.stringify(buildChatRequest(call.target, call.request, baseUrl)), deadline: call.deadline })
-        .pipe(
-          Effect.mapError(transportError(name)),
-          Effect.flatMap((response) =>
-            response.status >= 200 && response.status < 300
-              ? Effect.succeed(response)
-              : response.text.pipe(
-                  Effect.orElseSucceed(() => ""),
-                  Effect.flatMap((text) => Effect.fail(statusError(name, response.status, text, retryAfterOf(response))))
-                )
-          )
+      upstream.post(requestOf(call)).pipe(
+        Effect.mapError(transportError(name)),
+        Effect.flatMap((response) =>
+          response.status >= 200 && response.status < 300
+            ? Effect.succeed(response)
+            : response.text.pipe(
+                Effect.orElseSucceed(() => ""),
+                Effect.flatMap((text) => Effect.fail(statusFailure(response.status, response.headers, text)))
+              )
         )
+      )
 
     const inlineError = (value: unknown): UpstreamError | undefined => {
       const inline = readInlineError(value)
@@ -51,19 +53,15 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
 
     // the whole answer in one suspension (HttpUpstream.postWhole)
     const complete = (call: ProviderCall): Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError> =>
-      upstream.postWhole({ url, headers, body: JSON.stringify(buildChatRequest(call.target, { ...call.request, stream: false }, baseUrl)), deadline: call.deadline }).pipe(
-        Effect.mapError(transportError(name)),
-        Effect.flatMap(({ status, headers: answerHeaders, text }) => {
-          if (status < 200 || status >= 300) return Effect.fail(statusError(name, status, text, retryAfterOf({ headers: answerHeaders })))
-          const body = parseJson(text)
-          const error = body === undefined ? badResponse("the answer is not JSON") : inlineError(body)
-          if (error !== undefined) return Effect.fail(error)
-          const events = eventsOfCompletion(body)
-          if (events === undefined) return Effect.fail(badResponse("the answer has no choice"))
-          if (!argumentsAreJson(events)) return Effect.fail(badResponse("a tool call's arguments are not JSON"))
-          return Effect.succeed(events)
-        })
-      )
+      Effect.flatMap(wholeText(name, upstream.postWhole(requestOf({ ...call, request: { ...call.request, stream: false } })), statusFailure), (text) => {
+        const body = parseJson(text)
+        const error = body === undefined ? badResponse("the answer is not JSON") : inlineError(body)
+        if (error !== undefined) return Effect.fail(error)
+        const events = eventsOfCompletion(body)
+        if (events === undefined) return Effect.fail(badResponse("the answer has no choice"))
+        if (!argumentsAreJson(events)) return Effect.fail(badResponse("a tool call's arguments are not JSON"))
+        return Effect.succeed(events)
+      })
 
     const source = (call: ProviderCall): AnswerSource => {
       const state = initialStreamState()
