@@ -7,13 +7,7 @@
  * visible, nothing but listed files is left in `<dataDir>/files`, and the unfinished resumable
  * uploads are gone.
  */
-import { execFile, spawn, type ChildProcess } from "node:child_process"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import {
   call,
   formBody,
@@ -32,68 +26,19 @@ import {
   type MultipartBody,
   type OpenRequest
 } from "./uploadWire.js"
+import { childGateways } from "../support/ChildGateway.js"
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const APPS = Array.from({ length: 10 }, (_, i) => `app${i}`)
 const keyOf = (app: string) => `sk-crash-${app}-0123456789`
 
-const children = new Set<ChildProcess>()
-const dirs = new Set<string>()
+const gateways = childGateways()
+const startChild = gateways.start
 const requests = new Set<OpenRequest>()
-
-beforeAll(async () => {
-  // the child runs the built gateway: build it once (a second try, should the sources be caught mid-edit)
-  const build = () => promisify(execFile)("npm", ["run", "build", "--silent"], { cwd: repo, timeout: 80_000 })
-  await build().catch(async () => {
-    await sleep(3_000)
-    await build().catch((e: { stdout?: string; stderr?: string }) => {
-      throw new Error(`npm run build failed:\n${e.stdout ?? ""}${e.stderr ?? ""}`)
-    })
-  })
-}, 180_000)
 
 afterAll(async () => {
   for (const request of requests) request.destroy()
-  await Promise.all([...children].map(killHard))
-  for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true })
+  await gateways.cleanup()
 })
-
-interface Child {
-  readonly child: ChildProcess
-  readonly port: number
-  readonly output: () => string
-}
-
-const killHard = async (child: ChildProcess) => {
-  if (child.exitCode !== null || child.signalCode !== null) return
-  const closed = new Promise<void>((resolve) => child.once("close", () => resolve()))
-  child.kill("SIGKILL")
-  await within(5_000, "killed child to close", closed).catch(() => undefined)
-}
-
-/** `node dist/main.js --config FILE --port 0` in `cwd`; resolves with the port it listens on. */
-const startChild = async (cwd: string, configFile: string): Promise<Child> => {
-  const env: Record<string, string> = {}
-  for (const name of ["PATH", "HOME", "TMPDIR", "LANG"]) if (process.env[name] !== undefined) env[name] = process.env[name]!
-  const child = spawn(process.execPath, [path.join(repo, "dist/main.js"), "--config", configFile, "--port", "0"], { cwd, env, stdio: ["ignore", "pipe", "pipe"] })
-  children.add(child)
-  child.once("close", () => children.delete(child))
-  let out = ""
-  child.stdout?.setEncoding("utf8").on("data", (s: string) => (out += s))
-  child.stderr?.setEncoding("utf8").on("data", (s: string) => (out += s))
-  let port = 0
-  await until(
-    "the child's listening line",
-    () => {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`gateway exited before listening:\n${out}`)
-      const match = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)
-      if (match !== null) port = Number(match[1])
-      return match !== null
-    },
-    20_000
-  )
-  return { child, port, output: () => out }
-}
 
 /** What the test knows about one upload when the process dies. */
 interface Sent {
@@ -166,22 +111,12 @@ describe("SIGKILL during uploads, then a restart on the same data dir", () => {
   it(
     "acknowledged files survive byte for byte; nothing half-sent is visible; no temporary files are left; unfinished resumable uploads are gone",
     async () => {
-      const cwd = fs.mkdtempSync(path.join(os.tmpdir(), "gw-files-crash-"))
-      dirs.add(cwd)
-      const dataDir = path.join(cwd, "data")
-      const configFile = path.join(cwd, "gateway.yaml")
-      fs.writeFileSync(
-        configFile,
-        [
-          "listen: { host: 127.0.0.1 }",
-          `dataDir: ${JSON.stringify(dataDir)}`,
-          "accessLog: false",
-          "providers:",
-          "  mock: { type: mock }",
-          "keys:",
-          ...APPS.map((app) => `  - { key: ${keyOf(app)}, app: ${app} }`)
-        ].join("\n") + "\n"
-      )
+      const { cwd, dataDir, configFile } = gateways.workspace("gw-files-crash-", [
+        "providers:",
+        "  mock: { type: mock }",
+        "keys:",
+        ...APPS.map((app) => `  - { key: ${keyOf(app)}, app: ${app} }`)
+      ])
       const first = await startChild(cwd, configFile)
       const port = first.port
       const all: Array<Sent> = []

@@ -12,15 +12,14 @@
  *   found, model requests keep working, and everything works again once space is freed (usage
  *   records held while the disk was full are written then).
  */
-import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { createRequire } from "node:module"
-import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { call, formBody, jsonOf, KiB, pngBytes, sha256, sleep, until, within, type Answer } from "../files/uploadWire.js"
+import { childGateways, exited } from "../support/ChildGateway.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 
 /** The few better-sqlite3 calls used here (the package ships no types). */
@@ -31,7 +30,6 @@ interface Sqlite {
 }
 const Database = createRequire(import.meta.url)("better-sqlite3") as new (file: string, options: { readonly readonly?: boolean; readonly fileMustExist: boolean }) => Sqlite
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
 const ADMIN = "sk-admin-process-faults-0123456789"
 const APP_KEY = "sk-app-process-faults-0123456789"
@@ -39,52 +37,12 @@ const APP = "steady"
 
 type Json = Record<string, unknown>
 
-const children = new Set<ChildProcess>()
-const dirs = new Set<string>()
+const gateways = childGateways()
+const startChild = gateways.start
 
 afterAll(async () => {
-  await Promise.all([...children].map(killHard))
-  for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true })
+  await gateways.cleanup()
 })
-
-const exited = (child: ChildProcess) =>
-  new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("close", () => resolve())))
-
-const killHard = async (child: ChildProcess) => {
-  if (child.exitCode !== null || child.signalCode !== null) return
-  child.kill("SIGKILL")
-  await within(5_000, "killed child to close", exited(child)).catch(() => undefined)
-}
-
-interface Child {
-  readonly child: ChildProcess
-  readonly port: number
-  readonly output: () => string
-}
-
-/** `node dist/main.js --config FILE --port 0`; resolves with the port it listens on. */
-const startChild = async (cwd: string, configFile: string): Promise<Child> => {
-  const env: Record<string, string> = {}
-  for (const name of ["PATH", "HOME", "TMPDIR", "LANG"]) if (process.env[name] !== undefined) env[name] = process.env[name]!
-  const child = spawn(process.execPath, [path.join(repo, "dist/main.js"), "--config", configFile, "--port", "0"], { cwd, env, stdio: ["ignore", "pipe", "pipe"] })
-  children.add(child)
-  child.once("close", () => children.delete(child))
-  let out = ""
-  child.stdout?.setEncoding("utf8").on("data", (s: string) => (out += s))
-  child.stderr?.setEncoding("utf8").on("data", (s: string) => (out += s))
-  let port = 0
-  await until(
-    "the child's listening line",
-    () => {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`gateway exited before listening:\n${out}`)
-      const match = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)
-      if (match !== null) port = Number(match[1])
-      return match !== null
-    },
-    20_000
-  )
-  return { child, port, output: () => out }
-}
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
 const jsonHeaders = (key: string) => ({ ...bearer(key), "content-type": "application/json" })
@@ -104,37 +62,17 @@ const tmpNames = (dir: string): Array<string> => (fs.existsSync(dir) ? fs.readdi
 // ---------------------------------------------------------------------------------------------
 
 describe("SIGKILL while responses, keys, files and usage are written; restart on the same data dir", () => {
-  beforeAll(async () => {
-    const build = () => promisify(execFile)("npm", ["run", "build", "--silent"], { cwd: repo, timeout: 80_000 })
-    await build().catch(async () => {
-      await sleep(3_000)
-      await build().catch((e: { stdout?: string; stderr?: string }) => {
-        throw new Error(`npm run build failed:\n${e.stdout ?? ""}${e.stderr ?? ""}`)
-      })
-    })
-  }, 180_000)
-
   it(
     "everything acknowledged is intact and readable; nothing half-written is visible; the database passes integrity_check",
     async () => {
-      const cwd = fs.mkdtempSync(path.join(os.tmpdir(), "gw-process-faults-"))
-      dirs.add(cwd)
-      const dataDir = path.join(cwd, "data")
-      const configFile = path.join(cwd, "gateway.yaml")
-      fs.writeFileSync(
-        configFile,
-        [
-          "listen: { host: 127.0.0.1 }",
-          `dataDir: ${JSON.stringify(dataDir)}`,
-          "accessLog: false",
-          `adminKey: ${ADMIN}`,
-          "limits: { maxBodyBytes: 1048576 }",
-          "providers:",
-          "  mock: { type: mock }",
-          "keys:",
-          `  - { key: ${APP_KEY}, app: ${APP} }`
-        ].join("\n") + "\n"
-      )
+      const { cwd, dataDir, configFile } = gateways.workspace("gw-process-faults-", [
+        `adminKey: ${ADMIN}`,
+        "limits: { maxBodyBytes: 1048576 }",
+        "providers:",
+        "  mock: { type: mock }",
+        "keys:",
+        `  - { key: ${APP_KEY}, app: ${APP} }`
+      ])
       const first = await startChild(cwd, configFile)
       const port = first.port
       let stop = false
