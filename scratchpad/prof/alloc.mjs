@@ -1,13 +1,16 @@
 // node scratchpad/prof/alloc.mjs <protocol> <stream 0|1> [secs]: sampled allocations (collected ones too) per request
-// writes /tmp/alloc.heapprofile and prints the summary (scratchpad/prof/heapsum.mjs)
+// KEEP=promoted: only objects that survived the young generation; KEEP=live: only those alive at the end
+// writes /tmp/alloc-<KEEP>.heapprofile and prints the summary (scratchpad/prof/heapsum.mjs)
 import { spawn, execFileSync } from "node:child_process"
 import fs from "node:fs"; import os from "node:os"; import path from "node:path"
 import autocannon from "autocannon"
+const keep = process.env.KEEP ?? "all"
+const out = `/tmp/alloc-${keep}.heapprofile`
 import { buildRequest } from "../../bench/.build/protocols.js"
 const [protocol = "chat", streamArg = "0", secs = "4"] = process.argv.slice(2)
 const root = path.resolve(import.meta.dirname, "../..")
 const start = (args, opts = {}) => new Promise((res, rej) => {
-  const p = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], ...opts })
+  const p = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], ...opts, env: { ...process.env, KEEP: keep, OUT: out } })
   p.stderr.on("data", (d) => { if (String(d).includes("MEM")) process.stdout.write(String(d)) })
   p.stdout.on("data", (d) => { const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(String(d)); if (m) res({ p, url: m[1] }) })
   p.on("exit", (c) => rej(new Error("exit " + c)))
@@ -26,4 +29,4 @@ console.log(`${r.requests.total} requests (${r.requests.average.toFixed(0)}/s), 
 gw.p.removeAllListeners("exit"); up.p.removeAllListeners("exit")
 await new Promise((r) => { gw.p.on("exit", r); gw.p.kill("SIGINT") }); up.p.kill()
 fs.rmSync(dir, { recursive: true, force: true })
-console.log(execFileSync(process.execPath, [new URL("./heapsum.mjs", import.meta.url).pathname, "/tmp/alloc.heapprofile", String(r.requests.total)]).toString())
+console.log(execFileSync(process.execPath, [new URL("./heapsum.mjs", import.meta.url).pathname, out, String(r.requests.total)]).toString())
