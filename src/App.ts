@@ -63,8 +63,8 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   return Layer.mergeAll(base, limits, providerClient, runner, database, usage, responseStore, fileStore, ItemMemory.layer(), remoteFiles)
 }
 
-/** Every route of the gateway. */
-const allRoutes = Effect.gen(function* () {
+/** Every route of the gateway: the table the router is built from and the discovery page lists. */
+export const allRoutes = Effect.gen(function* () {
   const routes: Array<Route> = []
   routes.push(...(yield* chatRoutes))
   routes.push(...(yield* responsesRoutes))
@@ -76,7 +76,7 @@ const allRoutes = Effect.gen(function* () {
   routes.push(...(yield* opsRoutes))
   routes.push(...(yield* errorsPageRoutes))
   routes.push(...(yield* dashboardRoutes))
-  routes.push(...(yield* probeRoutes(() => routes.filter((r) => typeof r.path === "string").map((r) => ({ method: r.method, path: r.path as string })))))
+  routes.push(...(yield* probeRoutes(() => routes)))
   return routes
 })
 

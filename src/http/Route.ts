@@ -85,16 +85,28 @@ export const Reply = {
 
 export type Handler = (ctx: RequestContext) => Effect.Effect<Reply | Written, AnyGatewayError>
 
-/** A route: method, a path matcher, and its handler. The family picks auth and error envelope. */
-export interface Route {
+/** A path matcher: the path parameters when the path is one of the route's, else undefined. */
+export type PathMatcher = (path: string) => Readonly<Record<string, string>> | undefined
+
+/**
+ * How a route names its paths: a literal path, or a matcher with the template the discovery page
+ * shows for it (`/v1/responses/{id}`; each `{name}` stands for one parameter).
+ */
+export type RoutePath =
+  | { readonly path: string; readonly template?: undefined }
+  | { readonly path: PathMatcher; readonly template: string }
+
+/** A route: method, a path, and its handler. The family picks auth and error envelope. */
+export type Route = RoutePath & {
   readonly method: string
-  /** a literal path, or a matcher returning the path parameters */
-  readonly path: string | ((path: string) => Readonly<Record<string, string>> | undefined)
   readonly auth: RouteAuth
   readonly handler: Handler
   /** label used in logs and metrics instead of the URL */
   readonly label: string
 }
+
+/** The path of a route as the discovery page lists it: the literal path or the matcher's template. */
+export const shownPath = (route: Route): string => (route.template === undefined ? route.path : route.template)
 
 const USER = /^[A-Za-z0-9._@:-]{1,64}$/
 

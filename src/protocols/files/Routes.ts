@@ -133,12 +133,12 @@ export const filesRoutes = Effect.gen(function* () {
   const routes: ReadonlyArray<Route> = [
     { method: "POST", path: "/v1/files", auth: "key", handler: upload, label: "files.upload" },
     { method: "GET", path: "/v1/files", auth: "key", handler: list, label: "files.list" },
-    { method: "GET", path: byId("/content"), auth: "key", handler: content, label: "files.content" },
-    { method: "GET", path: byId(""), auth: "key", handler: retrieve, label: "files.retrieve" },
-    { method: "DELETE", path: byId(""), auth: "key", handler: remove, label: "files.delete" },
+    { method: "GET", path: byId("/content"), template: "/v1/files/{id}/content", auth: "key", handler: content, label: "files.content" },
+    { method: "GET", path: byId(""), template: "/v1/files/{id}", auth: "key", handler: retrieve, label: "files.retrieve" },
+    { method: "DELETE", path: byId(""), template: "/v1/files/{id}", auth: "key", handler: remove, label: "files.delete" },
     { method: "GET", path: "/v1beta/files", auth: "key", handler: list, label: "gemini.files.list" },
-    { method: "GET", path: geminiName, auth: "key", handler: retrieve, label: "gemini.files.get" },
-    { method: "DELETE", path: geminiName, auth: "key", handler: remove, label: "gemini.files.delete" },
+    { method: "GET", path: geminiName, template: "/v1beta/files/{name}", auth: "key", handler: retrieve, label: "gemini.files.get" },
+    { method: "DELETE", path: geminiName, template: "/v1beta/files/{name}", auth: "key", handler: remove, label: "gemini.files.delete" },
     { method: "POST", path: "/upload/v1beta/files", auth: "upload", handler: resumable.handle, label: "gemini.files.upload" }
   ]
   return routes

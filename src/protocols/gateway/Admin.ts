@@ -86,7 +86,7 @@ export const adminRoutes = Effect.gen(function* () {
   const routes: ReadonlyArray<Route> = [
     { method: "GET", path: "/gateway/admin/keys", auth: "public", handler: list, label: "gateway.admin.keys.list" },
     { method: "POST", path: "/gateway/admin/keys", auth: "public", handler: create, label: "gateway.admin.keys.create" },
-    { method: "DELETE", path: byId, auth: "public", handler: revoke, label: "gateway.admin.keys.revoke" }
+    { method: "DELETE", path: byId, template: "/gateway/admin/keys/{id}", auth: "public", handler: revoke, label: "gateway.admin.keys.revoke" }
   ]
   return routes
 })

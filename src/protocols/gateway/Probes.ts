@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { Settings } from "../../Config.js"
-import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { Reply, shownPath, type RequestContext, type Route } from "../../http/Route.js"
 
 /** Readiness: the first missing piece, or undefined when the gateway can serve. */
 const readiness = Effect.gen(function* () {
@@ -20,14 +20,24 @@ const readiness = Effect.gen(function* () {
 
 const json = (status: number, body: unknown) => Reply.json(body, { status })
 
-/** The route table as the discovery page lists it. */
+/** One route of the route table as the discovery page lists it. */
 export interface RouteListing {
   readonly method: string
+  /** the literal path, or the template of a path with parameters (`/v1/responses/{id}`) */
   readonly path: string
+  /** the route's label in logs and metrics */
+  readonly label: string
 }
 
-/** Probes (`/healthz`, `/readyz`, `/gateway/health`, `/gateway/ready`) and the discovery page `/`. */
-export const probeRoutes = (listing: () => ReadonlyArray<RouteListing>) =>
+/** Every entry of a route table, in its order: the discovery page lists what the router serves. */
+export const routeListing = (routes: ReadonlyArray<Route>): ReadonlyArray<RouteListing> =>
+  routes.map((r) => ({ method: r.method, path: shownPath(r), label: r.label }))
+
+/**
+ * Probes (`/healthz`, `/readyz`, `/gateway/health`, `/gateway/ready`) and the discovery page `/`,
+ * which lists the route table the router is built from (read when asked: it includes these routes).
+ */
+export const probeRoutes = (table: () => ReadonlyArray<Route>) =>
   Effect.gen(function* () {
     const ready = yield* readiness
     const health = () => Effect.succeed(json(200, { ok: true }))
@@ -37,12 +47,14 @@ export const probeRoutes = (listing: () => ReadonlyArray<RouteListing>) =>
       )
     const discovery = (ctx: RequestContext) =>
       Effect.sync(() => {
-        const routes = listing()
+        const routes = routeListing(table())
         const accept = ctx.headers["accept"] ?? ""
         if (accept.includes("text/html")) {
-          const rows = routes.map((r) => `<tr><td>${r.method}</td><td><code>${escapeHtml(r.path)}</code></td></tr>`).join("")
+          const rows = routes
+            .map((r) => `<tr><td>${escapeHtml(r.method)}</td><td><code>${escapeHtml(r.path)}</code></td><td>${escapeHtml(r.label)}</td></tr>`)
+            .join("")
           return Reply.text(
-            `<!doctype html><html><head><meta charset="utf-8"><title>LLM gateway</title></head><body><h1>LLM gateway</h1><table><thead><tr><th>Method</th><th>Path</th></tr></thead><tbody>${rows}</tbody></table></body></html>`,
+            `<!doctype html><html><head><meta charset="utf-8"><title>LLM gateway</title></head><body><h1>LLM gateway</h1><p>Paths with <code>{name}</code> take a parameter there.</p><table><thead><tr><th>Method</th><th>Path</th><th>Route</th></tr></thead><tbody>${rows}</tbody></table></body></html>`,
             "text/html; charset=utf-8"
           )
         }

@@ -197,11 +197,11 @@ export const geminiRoutes = Effect.gen(function* () {
     })
 
   const routes: ReadonlyArray<Route> = [
-    { method: "POST", path: actionPath("generateContent"), auth: "key", handler: (ctx) => generate(ctx, ctx.params.model), label: "gemini.generate_content" },
-    { method: "POST", path: actionPath("streamGenerateContent"), auth: "key", handler: (ctx) => streamGenerate(ctx, ctx.params.model), label: "gemini.stream_generate_content" },
-    { method: "POST", path: actionPath("countTokens"), auth: "key", handler: (ctx) => countTokens(ctx, ctx.params.model), label: "gemini.count_tokens" },
+    { method: "POST", path: actionPath("generateContent"), template: "/v1beta/models/{model}:generateContent", auth: "key", handler: (ctx) => generate(ctx, ctx.params.model), label: "gemini.generate_content" },
+    { method: "POST", path: actionPath("streamGenerateContent"), template: "/v1beta/models/{model}:streamGenerateContent", auth: "key", handler: (ctx) => streamGenerate(ctx, ctx.params.model), label: "gemini.stream_generate_content" },
+    { method: "POST", path: actionPath("countTokens"), template: "/v1beta/models/{model}:countTokens", auth: "key", handler: (ctx) => countTokens(ctx, ctx.params.model), label: "gemini.count_tokens" },
     // embedContent, batchEmbedContents and any other method: 404 NOT_FOUND
-    { method: "POST", path: actionPath(), auth: "key", handler: unsupported, label: "gemini.unsupported_method" },
+    { method: "POST", path: actionPath(), template: "/v1beta/models/{model}:{method}", auth: "key", handler: unsupported, label: "gemini.unsupported_method" },
     { method: "GET", path: "/v1beta/models", auth: "key", handler: listModels, label: "gemini.models.list" },
     {
       method: "GET",
@@ -209,6 +209,7 @@ export const geminiRoutes = Effect.gen(function* () {
         const model = parseModelName(path)
         return model === undefined ? undefined : { model }
       },
+      template: "/v1beta/models/{model}",
       auth: "key",
       handler: getModel,
       label: "gemini.models.get"

@@ -284,9 +284,9 @@ export const responsesRoutes = Effect.gen(function* () {
 
   const routes: ReadonlyArray<Route> = [
     { method: "POST", path: "/v1/responses", auth: "key", handler: create, label: "responses.create" },
-    { method: "GET", path: (p) => idOf(p), auth: "key", handler: retrieve, label: "responses.get" },
-    { method: "DELETE", path: (p) => idOf(p), auth: "key", handler: remove, label: "responses.delete" },
-    { method: "GET", path: (p) => idOf(p, "/input_items"), auth: "key", handler: inputItems, label: "responses.input_items" }
+    { method: "GET", path: (p) => idOf(p), template: "/v1/responses/{id}", auth: "key", handler: retrieve, label: "responses.get" },
+    { method: "DELETE", path: (p) => idOf(p), template: "/v1/responses/{id}", auth: "key", handler: remove, label: "responses.delete" },
+    { method: "GET", path: (p) => idOf(p, "/input_items"), template: "/v1/responses/{id}/input_items", auth: "key", handler: inputItems, label: "responses.input_items" }
   ]
   return routes
 })
