@@ -114,14 +114,14 @@ const startEndlessUpstream = async (): Promise<EndlessUpstream> => {
       }
       send(opening(call.wire))
       if (!call.flood) {
-        // five quick ticks, then one a second: a client leaving after the quick ones must be
-        // noticed by the gateway itself, not at its next write
+        // five quick ticks, then one a minute: a client leaving after the quick ones must be
+        // noticed by the gateway itself (on the disconnect event), not at its next write
         let timer: NodeJS.Timeout | undefined
         const tick = () => {
           if (gone()) return
           send(frame(call.wire, TEXT))
           call.ticks++
-          timer = setTimeout(tick, call.ticks < QUICK_TICKS ? 10 : 1_000)
+          timer = setTimeout(tick, call.ticks < QUICK_TICKS ? 10 : 60_000)
         }
         timer = setTimeout(tick, 10)
         res.once("close", () => clearTimeout(timer))
@@ -366,7 +366,7 @@ const expectEnvelope = (route: Pick<Route, "family">, r: RawResponse, status: nu
 // Disconnect mid-stream
 // ---------------------------------------------------------------------------------------------
 
-describe("a client that disconnects mid-stream cancels the upstream request within 100 ms", () => {
+describe("a client that disconnects mid-stream cancels the upstream request on the disconnect, not at the next upstream write", () => {
   let up: EndlessUpstream
   let gw: TestGateway
   beforeAll(async () => {
@@ -397,7 +397,7 @@ describe("a client that disconnects mid-stream cancels the upstream request with
   ]
 
   for (const { route, model, wire, marker } of cases) {
-    it(`${route.name} client, ${wire} upstream: the upstream connection closes within 100 ms of the client's`, async () => {
+    it(`${route.name} client, ${wire} upstream: the upstream connection closes on the client's disconnect, before the upstream writes again`, async () => {
       const before = up.calls.length
       const conn = await connect(gw.port)
       const body = JSON.stringify(route.body(model, true, "hi"))
@@ -405,16 +405,16 @@ describe("a client that disconnects mid-stream cancels the upstream request with
       // output is flowing: the upstream has been asked and the client has seen streamed text
       await until("the quick ticks to reach the client", () => up.calls.length > before && up.calls[before].ticks >= QUICK_TICKS && conn.text().split(marker).length > QUICK_TICKS, 10_000)
       const call = up.calls[before]
-      // the next upstream write is a second away
+      // the next upstream write is a minute away
       expect(call.ticks).toBe(QUICK_TICKS)
       expect(call.wire).toBe(wire)
       expect(conn.text()).toMatch(/^HTTP\/1\.1 200 /)
       expect(call.closedAt).toBeUndefined()
-      const destroyedAt = performance.now()
       conn.destroy()
-      await until("the upstream request to close", () => call.closedAt !== undefined, 5_000)
-      const took = call.closedAt! - destroyedAt
-      expect(took, `upstream closed ${took.toFixed(1)} ms after the client`).toBeLessThan(100)
+      // generous backstop; the upstream's next write (which a gateway noticing the client only
+      // when writing to it would need) is a minute away
+      await until("the upstream request to close", () => call.closedAt !== undefined, 15_000)
+      expect(call.ticks, "upstream writes before it was closed").toBe(QUICK_TICKS)
       // and the gateway still serves this route
       expect(up.calls.length).toBe(before + 1)
     })
