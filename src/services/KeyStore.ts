@@ -1,5 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import type { GatewayConfig } from "../Config.js"
 
@@ -40,6 +41,8 @@ export interface RuntimeKeyPersistence {
   readonly load: Effect.Effect<ReadonlyArray<{ readonly id: string; readonly app: string; readonly digest: string; readonly createdAt: number }>>
   readonly insert: (row: { readonly id: string; readonly app: string; readonly digest: string; readonly createdAt: number }) => Effect.Effect<void>
   readonly revoke: (id: string, at: number) => Effect.Effect<void>
+  /** apps of revoked runtime keys */
+  readonly revokedApps: Effect.Effect<ReadonlyArray<string>>
 }
 
 const keyIdOf = (d: Buffer) => `key_${d.toString("hex", 0, 8)}`
@@ -65,6 +68,8 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
     readonly configApps: ReadonlySet<string>
     /** every app that can make requests */
     readonly apps: () => ReadonlyArray<string>
+    /** every app that can make requests or ever held a runtime key (revoked ones included) */
+    readonly knownApps: () => ReadonlyArray<string>
     /** whether a key id is a live key (config or runtime) */
     readonly isLive: (keyId: string) => boolean
     /** whether a key id is a configured key's */
@@ -92,6 +97,8 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
         runtime.set(row.id, { info: { id: row.id, app: row.app, createdAt: row.createdAt }, digest: row.digest })
         byDigest.set(row.digest, { digest: Buffer.from(row.digest, "hex"), principal: { app: row.app, keyId: row.id, source: "runtime" } })
       }
+      // apps whose runtime keys were revoked: their past usage stays reportable
+      const formerApps = new Set(persistence === undefined ? [] : yield* persistence.revokedApps)
       const admin = config.adminKey === undefined ? undefined : digest(Redacted.value(config.adminKey))
       // no keys at all on a loopback listener: the first runtime key ends that
       const isKeyless = () => config.keys.length === 0 && isLoopbackHost(config.listen.host) && runtime.size === 0
@@ -119,6 +126,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
         },
         configApps,
         apps,
+        knownApps: () => [...new Set([...apps(), ...formerApps])],
         isLive: (keyId) => configIds.has(keyId) || runtime.has(keyId) || keyId === "none",
         isConfigKey: (keyId) => configIds.has(keyId),
         listRuntime: () => [...runtime.values()].map((r) => r.info),
@@ -139,6 +147,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
             // out of the map first: the key fails on its very next request, whatever the database does
             runtime.delete(id)
             byDigest.delete(found.digest)
+            formerApps.add(found.info.app)
             for (const listener of listeners) listener(id)
             if (persistence !== undefined) yield* persistence.revoke(id, Date.now())
             return true
@@ -163,7 +172,17 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
             )
           ),
           insert: (row) => Effect.orDie(sql`INSERT INTO runtime_keys ${sql.insert({ id: row.id, app: row.app, digest: row.digest, created_at: row.createdAt })}`),
-          revoke: (id, at) => Effect.orDie(sql`UPDATE runtime_keys SET revoked_at = ${at} WHERE id = ${id}`)
+          revoke: (id, at) => Effect.orDie(sql`UPDATE runtime_keys SET revoked_at = ${at} WHERE id = ${id}`),
+          revokedApps: Effect.orDie(
+            Effect.map(
+              SqlSchema.findAll({
+                Request: Schema.Void,
+                Result: Schema.Struct({ app: Schema.String }),
+                execute: () => sql`SELECT DISTINCT app FROM runtime_keys WHERE revoked_at IS NOT NULL`
+              })(undefined),
+              (rows) => rows.map((r) => r.app)
+            )
+          )
         }
         return yield* KeyStore.make(config, persistence)
       })

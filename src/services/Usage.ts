@@ -1,5 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Runtime, Schedule } from "effect"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Context, Effect, Layer, Option, Runtime, Schedule, Schema } from "effect"
 import type { Usage as TokenUsage } from "../domain/Canonical.js"
 import { Log } from "../http/Log.js"
 
@@ -122,6 +123,8 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
     /** write what is pending now */
     readonly flush: Effect.Effect<void>
     readonly report: (filter: UsageFilter) => Effect.Effect<UsageReport>
+    /** whether any usage of this app is recorded (written or still pending) */
+    readonly hasApp: (app: string) => Effect.Effect<boolean>
   }
 >() {
   static readonly make = (enabled: boolean) =>
@@ -266,7 +269,15 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
           } satisfies UsageReport
         })
 
-      return UsageLog.of({ enabled, record, flush, report })
+      const anyOfApp = SqlSchema.findOne({
+        Request: Schema.String,
+        Result: Schema.Struct({ found: Schema.Number }),
+        execute: (app) => sql`SELECT 1 AS found FROM usage WHERE app = ${app} LIMIT 1`
+      })
+      const hasApp = (app: string) =>
+        pending.some((r) => r.app === app) ? Effect.succeed(true) : Effect.orDie(Effect.map(anyOfApp(app), Option.isSome))
+
+      return UsageLog.of({ enabled, record, flush, report, hasApp })
     })
 
   static readonly layer = (enabled: boolean) => Layer.scoped(UsageLog, UsageLog.make(enabled))
@@ -278,6 +289,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
       enabled: false,
       record: () => undefined,
       flush: Effect.void,
+      hasApp: () => Effect.succeed(false),
       report: (filter) =>
         Effect.succeed({
           from: filter.from,

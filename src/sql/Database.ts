@@ -1,6 +1,5 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Migrator from "@effect/sql/Migrator"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqliteMigrator from "@effect/sql-sqlite-node/SqliteMigrator"
 import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
@@ -10,6 +9,8 @@ import responses from "./migrations/0002_responses.js"
 import files from "./migrations/0003_files.js"
 import usage from "./migrations/0004_usage.js"
 import keys from "./migrations/0005_keys.js"
+import * as SqliteClient from "./SqliteClient.js"
+import usageApp from "./migrations/0006_usage_app.js"
 
 /** Migrations by `<id>_<name>`, run in order at start. */
 const migrations = Migrator.fromRecord({
@@ -17,7 +18,8 @@ const migrations = Migrator.fromRecord({
   "0002_responses": responses,
   "0003_files": files,
   "0004_usage": usage,
-  "0005_keys": keys
+  "0005_keys": keys,
+  "0006_usage_app": usageApp
 })
 
 /**

@@ -89,7 +89,10 @@ export const usageRoutes = Effect.gen(function* () {
       if (dates.from > dates.to) return yield* Errors.invalidRequest("invalid_range", "from is after to")
       if ((dates.to - dates.from) / DAY_MS + 1 > 366) return yield* Errors.invalidRequest("range_too_long", "A usage range covers at most 366 days")
       const app = q.get("app")
-      if (app !== null && !keys.apps().includes(app)) return yield* Errors.invalidRequest("invalid_app", `app: ${app} is not an app of this gateway's keys`, { param: "app" })
+      // an app whose keys are gone (revoked, or removed from the config) keeps its usage reportable
+      if (app !== null && !keys.knownApps().includes(app) && !(yield* usage.hasApp(app))) {
+        return yield* Errors.invalidRequest("invalid_app", `app: ${app} has no key on this gateway, revoked or live, and no recorded usage`, { param: "app" })
+      }
       const user = q.get("user")
       if (user !== null && !USER.test(user)) {
         return yield* Errors.invalidRequest("invalid_user", "user must be 1 to 64 characters of A-Z, a-z, 0-9, . _ @ : -", { param: "user" })
