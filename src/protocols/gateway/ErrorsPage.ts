@@ -18,7 +18,7 @@ export const errorDescriptions: Readonly<Record<string, string>> = {
   invalid_date: "from or to is not a real YYYY-MM-DD UTC date; param names which.",
   invalid_range: "from is after to.",
   range_too_long: "The range covers more than 366 days.",
-  invalid_app: "app is not an app of the key configuration (usage), or not a valid runtime key app name.",
+  invalid_app: "app names no app that has or had a key or has recorded usage (usage), or is not a valid runtime key app name.",
   invalid_user: "user is not 1 to 64 characters of A-Z, a-z, 0-9, . _ @ : -.",
   app_forbidden: "An app key asked for another app's usage.",
   key_not_found: "No runtime key has that id.",
