@@ -31,6 +31,11 @@ export type ModelConfig = typeof ModelConfig.Type
 export const ProviderType = Schema.Literal("openai", "anthropic", "gemini", "mock")
 export type ProviderType = typeof ProviderType.Type
 
+/** One `anthropic-beta` flag, such as `interleaved-thinking-2025-05-14`. */
+const BetaFlag = Schema.String.pipe(
+  Schema.pattern(/^[a-z0-9][a-z0-9.-]*$/, { message: () => "a beta flag is lowercase letters, digits, . and - (one flag per entry)" })
+)
+
 export const ProviderConfig = Schema.Struct({
   type: ProviderType,
   baseUrl: optionalExact(Schema.String.pipe(Schema.filter((s) => /^https?:\/\/[^\s]+$/.test(s) || "must be an http(s) URL"))),
@@ -38,7 +43,9 @@ export const ProviderConfig = Schema.Struct({
   headers: optionalExact(Schema.Record({ key: Schema.String, value: Schema.String })),
   models: optionalExact(Schema.Record({ key: Schema.String, value: ModelConfig })),
   /** sampling params no model of this provider takes */
-  rejects: optionalExact(Schema.Array(Schema.String))
+  rejects: optionalExact(Schema.Array(Schema.String)),
+  /** client Messages beta flags forwarded to a native (`anthropic`) upstream; replaces the default allow-list */
+  betas: optionalExact(Schema.Array(BetaFlag))
 })
 export type ProviderConfig = typeof ProviderConfig.Type
 

@@ -131,6 +131,11 @@ export interface CanonicalRequest {
   /** whether the caller streams; providers may use a non-streamed upstream call otherwise */
   readonly stream: boolean
   readonly user?: string
+  /**
+   * the client's Messages beta flags (`anthropic-beta`/`messages-beta`), for a native Messages
+   * upstream, which forwards those on its allow-list; other provider types ignore them
+   */
+  readonly betas?: ReadonlyArray<string>
 }
 
 export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter"

@@ -2,6 +2,7 @@ import { Chunk, Context, Effect, Layer, Option, Scope, Stream } from "effect"
 import type { ModelConfig, ProviderConfig, ProviderType } from "../Config.js"
 import type { CanonicalRequest, ModelEvent } from "../domain/Canonical.js"
 import { UpstreamError } from "../domain/Errors.js"
+import { refusedParams as refusedWithThinkingOn } from "../providers/anthropic/ThinkingLimits.js"
 
 /** One resolved model to call: a configured provider and the model name sent upstream. */
 export interface ProviderTarget {
@@ -141,6 +142,17 @@ export const neverSent: Readonly<Record<ProviderType, ReadonlyArray<string>>> = 
   anthropic: ["seed", "presence_penalty", "frequency_penalty"],
   gemini: [],
   mock: []
+}
+
+/**
+ * Sampling params (wire names) the target's upstream would refuse for this request: those its type
+ * never sends, plus those the native Messages API refuses with thinking on. Always dropped and listed.
+ */
+export const refusedParams = (target: ProviderTarget, request: CanonicalRequest): ReadonlyArray<string> => {
+  const never = neverSent[target.providerType]
+  if (target.providerType !== "anthropic") return never
+  const refused = refusedWithThinkingOn(target, request)
+  return refused.length === 0 ? never : [...never, ...refused]
 }
 
 /** Combine factory Layers into the registry. */

@@ -255,11 +255,37 @@ function asRecord(v: unknown): Record<string, unknown> | undefined {
   return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
 }
 
-/** A handler answering messageSse(opts) when the request has `stream: true`, else messageJson(opts). */
+const thinkingDocs = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#important-considerations-when-using-extended-thinking"
+
+/**
+ * The 400 the real Messages API answers a request with thinking on (enabled or adaptive) that it
+ * refuses, or undefined. Per Anthropic's extended-thinking guide: a forced tool choice (`any`,
+ * `tool`), `temperature` other than 1, any `top_k`, and `top_p` below 0.95. Messages as the real
+ * API words them (seen in public bug reports); the top_p one is not documented word for word.
+ */
+export function thinkingRefusal(body: unknown): Reply | undefined {
+  const request = asRecord(body)
+  const thinking = asRecord(request?.thinking)
+  if (request === undefined || (thinking?.type !== "enabled" && thinking?.type !== "adaptive")) return undefined
+  const refuse = (message: string): Reply => ({ kind: "json", status: 400, body: { type: "error", error: { type: "invalid_request_error", message }, request_id: "req_fake_thinking" } })
+  const choice = asRecord(request.tool_choice)?.type
+  if (choice === "any" || choice === "tool") return refuse("Thinking may not be enabled when tool_choice forces tool use.")
+  if (request.temperature !== undefined && request.temperature !== 1) return refuse(`\`temperature\` may only be set to 1 when thinking is enabled. ${thinkingDocs}`)
+  if (request.top_k !== undefined) return refuse(`\`top_k\` must be unset when thinking is enabled. ${thinkingDocs}`)
+  if (typeof request.top_p === "number" && request.top_p < 0.95) return refuse(`\`top_p\` must be greater than or equal to 0.95 or unset when thinking is enabled. ${thinkingDocs}`)
+  return undefined
+}
+
+/**
+ * A handler answering messageSse(opts) when the request has `stream: true`, else messageJson(opts);
+ * a request the real API refuses with thinking on gets its 400 (thinkingRefusal).
+ */
 export function auto(opts: MessageSseOptions = {}): Handler {
   return (req) => {
     const body = asRecord(req.body)
     if (body === undefined) return messagesError(400, "invalid_request_error", "There was an issue with the JSON body")
+    const refused = thinkingRefusal(body)
+    if (refused !== undefined) return refused
     const model = opts.model ?? (typeof body.model === "string" ? body.model : DEFAULT_MODEL)
     return body.stream === true ? messageSse({ ...opts, model }) : messageJson({ ...opts, model })
   }

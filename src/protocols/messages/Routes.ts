@@ -15,6 +15,7 @@ import { decodeMessages, messagesFileRefs, type DecodedMessages } from "./Decode
 import { errorEvent, makeMessageEncoder, messageBody, newMessageId } from "./Encode.js"
 import { makePlaceholderRewriter } from "./Placeholders.js"
 import { CountTokensRequest, MessagesRequest } from "./Schema.js"
+import { clientBetas } from "../../providers/anthropic/Betas.js"
 
 const decodeRequest = decodeBody(MessagesRequest)
 
@@ -58,7 +59,8 @@ export const messagesRoutes = Effect.gen(function* () {
       const stream = wire.stream === true
       const files = yield* resolveFiles(ctx.principal.app, messagesFileRefs(wire), "messages")
       const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream, files }), { onLeft: Effect.fail, onRight: Effect.succeed })
-      const request = withRespondTool(decoded.request)
+      const betas = clientBetas(ctx.headers)
+      const request = withRespondTool(betas.length === 0 ? decoded.request : { ...decoded.request, betas })
       const metadataUser = (wire.metadata as { user_id?: unknown } | null | undefined)?.user_id
       const runOptions = {
         caller: callerOf(ctx, typeof metadataUser === "string" ? metadataUser : undefined, wire.model),

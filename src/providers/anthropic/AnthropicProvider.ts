@@ -6,7 +6,9 @@ import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream
 import { sourceStream, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
 import { sseSource } from "../Sse.js"
 import { parseJson, retryAfterOf, statusError, transportError, wholeText } from "../Upstream.js"
+import { defaultBetas, upstreamBetas } from "./Betas.js"
 import { buildMessagesRequest } from "./Request.js"
+import { unforcedToolChoice } from "./ThinkingLimits.js"
 import { eventsOfMessage, finishStream, initialStreamState, readStreamEvent, readWireError } from "./Response.js"
 
 /** The Messages API version header sent upstream. */
@@ -72,7 +74,22 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
         Effect.flatMap((text) => Effect.fail(statusFailure(response.status, response.headers, text)))
       )
 
-    const requestOf = (call: ProviderCall) => ({ url, headers, body: JSON.stringify(buildMessagesRequest(call.target, call.request)), deadline: call.deadline })
+    // the operator's own `anthropic-beta` (any spelling of the name) is merged with the client's allowed flags
+    const configuredBeta = Object.entries(headers).find(([key]) => key.toLowerCase() === "anthropic-beta")
+    const baseHeaders = configuredBeta === undefined ? headers : Object.fromEntries(Object.entries(headers).filter(([key]) => key !== configuredBeta[0]))
+    const allowedBetas = config.betas ?? defaultBetas
+    const headersOf = (call: ProviderCall): Record<string, string> => {
+      const betas = upstreamBetas(configuredBeta?.[1], call.request.betas, allowedBetas)
+      return betas === undefined ? baseHeaders : { ...baseHeaders, "anthropic-beta": betas }
+    }
+
+    const requestOf = (call: ProviderCall) => ({
+      url,
+      headers: headersOf(call),
+      // with thinking on, a forced tool choice would be refused: it goes as an instruction instead
+      body: JSON.stringify(buildMessagesRequest(call.target, unforcedToolChoice(call.target, call.request))),
+      deadline: call.deadline
+    })
 
     const send = (call: ProviderCall) =>
       upstream
