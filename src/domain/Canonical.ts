@@ -52,6 +52,12 @@ export interface ToolResultPart {
   readonly cache?: CacheControl
 }
 
+/**
+ * The provider family that made a reasoning signature (or redacted reasoning). A signature is sent
+ * only to an upstream of the same family: another family's upstream refuses it, or worse reads it.
+ */
+export type SignatureFamily = "anthropic" | "gemini" | "mock"
+
 /** Reasoning text from an earlier assistant turn, with the provider signature when it had one. */
 export interface ReasoningPart {
   readonly type: "reasoning"
@@ -59,6 +65,8 @@ export interface ReasoningPart {
   readonly signature?: string
   /** opaque redacted reasoning data (no text) */
   readonly redacted?: string
+  /** who made `signature` / `redacted`; without it they are foreign to every upstream */
+  readonly family?: SignatureFamily
 }
 
 export type UserPart = TextPart | ImagePart | FilePart
@@ -175,7 +183,7 @@ export interface ToolCall {
 /** The events every provider produces. Tool calls arrive whole. */
 export type ModelEvent =
   | { readonly _tag: "TextDelta"; readonly text: string }
-  | { readonly _tag: "ReasoningDelta"; readonly text: string; readonly signature?: string }
+  | { readonly _tag: "ReasoningDelta"; readonly text: string; readonly signature?: string; readonly family?: SignatureFamily }
   | { readonly _tag: "RedactedReasoning"; readonly data: string }
   | { readonly _tag: "ToolCall"; readonly call: ToolCall }
   | { readonly _tag: "Usage"; readonly usage: Usage }
@@ -183,8 +191,9 @@ export type ModelEvent =
 
 export const ModelEvent = {
   text: (text: string): ModelEvent => ({ _tag: "TextDelta", text }),
-  reasoning: (text: string, signature?: string): ModelEvent =>
-    signature === undefined ? { _tag: "ReasoningDelta", text } : { _tag: "ReasoningDelta", text, signature },
+  /** reasoning text; a signature is tagged with the family of the upstream that made it */
+  reasoning: (text: string, signature?: string, family?: SignatureFamily): ModelEvent =>
+    signature === undefined ? { _tag: "ReasoningDelta", text } : family === undefined ? { _tag: "ReasoningDelta", text, signature } : { _tag: "ReasoningDelta", text, signature, family },
   redacted: (data: string): ModelEvent => ({ _tag: "RedactedReasoning", data }),
   toolCall: (call: ToolCall): ModelEvent => ({ _tag: "ToolCall", call }),
   usage: (usage: Usage): ModelEvent => ({ _tag: "Usage", usage }),
@@ -195,7 +204,10 @@ export const ModelEvent = {
 export interface Answer {
   readonly text: string
   readonly reasoning: string
+  /** the answer's (last) reasoning signature */
   readonly reasoningSignature?: string
+  /** the family that made `reasoningSignature` */
+  readonly reasoningFamily?: SignatureFamily
   readonly redacted: ReadonlyArray<string>
   readonly toolCalls: ReadonlyArray<ToolCall>
   readonly usage: Usage
@@ -217,11 +229,10 @@ export const foldEvent = (answer: Answer, event: ModelEvent): Answer => {
     case "TextDelta":
       return { ...answer, text: answer.text + event.text }
     case "ReasoningDelta":
-      return {
-        ...answer,
-        reasoning: answer.reasoning + event.text,
-        ...(event.signature !== undefined ? { reasoningSignature: (answer.reasoningSignature ?? "") + event.signature } : {})
-      }
+      // providers emit each signature whole: a later one replaces (joined, two would be neither)
+      return event.signature === undefined
+        ? { ...answer, reasoning: answer.reasoning + event.text }
+        : { ...answer, reasoning: answer.reasoning + event.text, reasoningSignature: event.signature, reasoningFamily: event.family }
     case "RedactedReasoning":
       return { ...answer, redacted: [...answer.redacted, event.data] }
     case "ToolCall":

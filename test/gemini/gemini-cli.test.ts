@@ -27,7 +27,9 @@ interface Upstream {
   /** answer every request: routing calls with `routing`, a turn without a tool result with `firstTurn`, the next with text */
   readonly serve: (options: { readonly firstTurnCall?: { readonly name: string; readonly args: Record<string, unknown> }; readonly routing?: Record<string, unknown> }) => void
   /** per request: the upstream model, whether it was a routing call, and the tool results it carried */
-  readonly seen: () => ReadonlyArray<{ readonly model: string; readonly routing: boolean; readonly toolResults: ReadonlyArray<string>; readonly toolNames: ReadonlyArray<string> }>
+  readonly seen: () => ReadonlyArray<{ readonly model: string; readonly routing: boolean; readonly toolResults: ReadonlyArray<string>; readonly toolNames: ReadonlyArray<string>; readonly callSignatures: ReadonlyArray<unknown> }>
+  /** the signature the upstream puts on its call, which must come back on that call (native only) */
+  readonly callSignature?: string
   readonly reset: () => void
   readonly close: () => Promise<void>
 }
@@ -52,7 +54,8 @@ const chatUpstream = async (): Promise<Upstream> => {
         model: body(r).model,
         routing: isRouting(r),
         toolResults: body(r).messages.filter((m) => m.role === "tool").map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content))),
-        toolNames: (body(r).tools ?? []).map((t) => t.function.name)
+        toolNames: (body(r).tools ?? []).map((t) => t.function.name),
+        callSignatures: []
       })),
     reset: () => up.reset(),
     close: () => up.close()
@@ -67,6 +70,7 @@ const nativeUpstream = async (): Promise<Upstream> => {
   const results = (r: NativeRequest) => body(r).contents.flatMap((c) => c.parts.filter((p: any) => p.functionResponse).map((p: any) => JSON.stringify(p.functionResponse.response)))
   return {
     providerConfig: { type: "gemini", baseUrl: up.origin, apiKey: "k" },
+    callSignature: "native-sig",
     serve: ({ firstTurnCall, routing }) =>
       up.onRequest((r) => {
         if (isRouting(r)) return generateJson({ text: "", calls: [{ name: "respond", args: routing ?? {} }] })
@@ -78,7 +82,8 @@ const nativeUpstream = async (): Promise<Upstream> => {
         model: /\/models\/([^:]+):/.exec(r.path)?.[1] ?? "",
         routing: isRouting(r),
         toolResults: results(r),
-        toolNames: declared(r)
+        toolNames: declared(r),
+        callSignatures: body(r).contents.flatMap((c) => c.parts.filter((p: any) => p.functionCall).map((p: any) => p.thoughtSignature))
       })),
     reset: () => up.reset(),
     close: () => up.close()
@@ -128,6 +133,8 @@ describe.each([
       expect(seen[1].toolResults).toHaveLength(1)
       expect(seen[1].toolResults[0]).toContain("alpha.txt")
       expect(seen[1].toolResults[0]).toContain("beta.txt")
+      // the upstream's signature went to the CLI on its call and came back on that call
+      expect(seen[1].callSignatures).toEqual(upstream.callSignature === undefined ? [] : [upstream.callSignature])
     } finally {
       await run.dispose()
     }

@@ -133,7 +133,7 @@ describe("anthropic request", () => {
     expect(wire.stream).toBeUndefined()
   })
 
-  it("assistant thinking (signed kept, unsigned dropped, redacted kept), tool_use input object, tool_result, alternation", () => {
+  it("assistant thinking (signed kept, unsigned and other families' dropped, redacted kept), tool_use input object, tool_result, alternation", () => {
     const wire = buildMessagesRequest(
       target(),
       request([
@@ -143,8 +143,13 @@ describe("anthropic request", () => {
           role: "assistant",
           parts: [
             { type: "reasoning", text: "unsigned thought" },
-            { type: "reasoning", text: "signed thought", signature: "sig-1" },
-            { type: "reasoning", text: "", redacted: "opaque" },
+            { type: "reasoning", text: "signed thought", signature: "sig-1", family: "anthropic" },
+            { type: "reasoning", text: "", redacted: "opaque", family: "anthropic" },
+            // signatures another family made, or that name no family, never reach this upstream
+            { type: "reasoning", text: "", signature: "gemini-sig", family: "gemini" },
+            { type: "reasoning", text: "mock thought", signature: "mock-sig", family: "mock" },
+            { type: "reasoning", text: "untagged thought", signature: "untagged-sig" },
+            { type: "reasoning", text: "", redacted: "untagged-opaque" },
             { type: "text", text: "calling" },
             { type: "tool_call", id: "toolu_1", name: "get_weather", arguments: '{"city":"Paris"}' },
             { type: "tool_call", id: "toolu_2", name: "noop", arguments: "" }
@@ -282,7 +287,7 @@ describe("anthropic answers", () => {
     up.script(messageJson({ blocks: answerBlocks, usage: answerUsage }))
     const evs = ok(await completed())
     expectAnswer(evs)
-    expect(evs[0]).toEqual({ _tag: "ReasoningDelta", text: "Let me think about it.", signature: "EqQBsig==" })
+    expect(evs[0]).toEqual({ _tag: "ReasoningDelta", text: "Let me think about it.", signature: "EqQBsig==", family: "anthropic" })
   })
 
   it("SSE answer to events: thinking deltas, signature on a final empty delta, one assembled tool call", async () => {
@@ -291,7 +296,7 @@ describe("anthropic answers", () => {
     expectAnswer(evs)
     const reasoning = evs.filter((e) => e._tag === "ReasoningDelta")
     expect(reasoning.length).toBeGreaterThan(2)
-    expect(reasoning[reasoning.length - 1]).toEqual({ _tag: "ReasoningDelta", text: "", signature: "EqQBsig==" })
+    expect(reasoning[reasoning.length - 1]).toEqual({ _tag: "ReasoningDelta", text: "", signature: "EqQBsig==", family: "anthropic" })
     expect(reasoning.slice(0, -1).every((e) => e._tag === "ReasoningDelta" && e.signature === undefined)).toBe(true)
     expect(evs.filter((e) => e._tag === "TextDelta").length).toBeGreaterThan(1)
     expect(evs.slice(-2).map((e) => e._tag)).toEqual(["Usage", "Finish"])

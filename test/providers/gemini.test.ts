@@ -256,39 +256,62 @@ describe("gemini request on the wire", () => {
         role: "assistant",
         parts: [
           { type: "reasoning", text: "thought summary" },
-          { type: "reasoning", text: "", signature: "sig-call" },
+          { type: "reasoning", text: "", signature: "sig-call", family: "gemini" },
           { type: "tool_call", id: "c1", name: "f", arguments: "{}" },
           { type: "tool_call", id: "c2", name: "g", arguments: "{}" }
         ]
       },
       { role: "tool", parts: [{ type: "tool_result", callId: "c1", content: [{ type: "text", text: "1" }] }, { type: "tool_result", callId: "c2", content: [{ type: "text", text: "2" }] }] },
-      // as a protocol may reorder them: reasoning first, text, then the call: the signature goes to the call
+      // each part keeps its own: a signed text, then a signed call
       {
         role: "assistant",
         parts: [
-          { type: "reasoning", text: "t", signature: "sig-2" },
+          { type: "reasoning", text: "t", signature: "sig-2", family: "gemini" },
           { type: "text", text: "let me check" },
+          { type: "reasoning", text: "", signature: "sig-3", family: "gemini" },
           { type: "tool_call", id: "c3", name: "f", arguments: "{}" }
         ]
       },
       { role: "tool", parts: [{ type: "tool_result", callId: "c3", content: [] }] },
       // no call: the signature goes on the next text part
-      { role: "assistant", parts: [{ type: "reasoning", text: "", signature: "sig-text" }, { type: "text", text: "answer" }] },
+      { role: "assistant", parts: [{ type: "reasoning", text: "", signature: "sig-text", family: "gemini" }, { type: "text", text: "answer" }] },
       user("more"),
       // trailing signature: on the last part; redacted reasoning is dropped
-      { role: "assistant", parts: [{ type: "text", text: "a" }, { type: "reasoning", text: "", redacted: "opaque" }, { type: "reasoning", text: "", signature: "sig-tail" }] },
+      { role: "assistant", parts: [{ type: "text", text: "a" }, { type: "reasoning", text: "", redacted: "opaque" }, { type: "reasoning", text: "", signature: "sig-tail", family: "gemini" }] },
       user("again"),
       // a signature alone is nothing to send
-      { role: "assistant", parts: [{ type: "reasoning", text: "only", signature: "sig-alone" }] }
+      { role: "assistant", parts: [{ type: "reasoning", text: "only", signature: "sig-alone", family: "gemini" }] }
     ])
     expect(contents.filter((c) => c.role === "model").map((c) => c.parts)).toEqual([
       [
         { functionCall: { id: "c1", name: "f", args: {} }, thoughtSignature: "sig-call" },
         { functionCall: { id: "c2", name: "g", args: {} } }
       ],
-      [{ text: "let me check" }, { functionCall: { id: "c3", name: "f", args: {} }, thoughtSignature: "sig-2" }],
+      [{ text: "let me check", thoughtSignature: "sig-2" }, { functionCall: { id: "c3", name: "f", args: {} }, thoughtSignature: "sig-3" }],
       [{ text: "answer", thoughtSignature: "sig-text" }],
       [{ text: "a", thoughtSignature: "sig-tail" }]
+    ])
+  })
+
+  it("another family's signature is never sent: its call gets the skip-validation signature", () => {
+    const contents = wireContents([
+      user("q"),
+      {
+        role: "assistant",
+        parts: [
+          { type: "reasoning", text: "signed thought", signature: "anthropic-sig", family: "anthropic" },
+          { type: "text", text: "checking" },
+          { type: "reasoning", text: "", signature: "mock-sig", family: "mock" },
+          { type: "reasoning", text: "", signature: "untagged-sig" },
+          { type: "tool_call", id: "c1", name: "f", arguments: "{}" }
+        ]
+      },
+      { role: "tool", parts: [{ type: "tool_result", callId: "c1", content: [] }] },
+      { role: "assistant", parts: [{ type: "reasoning", text: "t", signature: "anthropic-sig", family: "anthropic" }, { type: "text", text: "done" }] }
+    ])
+    expect(contents.filter((c) => c.role === "model").map((c) => c.parts)).toEqual([
+      [{ text: "checking" }, { functionCall: { id: "c1", name: "f", args: {} }, thoughtSignature: foreignCallSignature }],
+      [{ text: "done" }]
     ])
   })
 
@@ -386,19 +409,19 @@ describe("gemini answers", () => {
     const json = ok(await completed())
     expect(json.slice(0, 3)).toEqual([
       { _tag: "ReasoningDelta", text: "Let me think." },
-      { _tag: "ReasoningDelta", text: "", signature: "sig-text==" },
+      { _tag: "ReasoningDelta", text: "", signature: "sig-text==", family: "gemini" },
       { _tag: "TextDelta", text: "It is sunny." }
     ])
     const sse = ok(await streamed())
     expect(sse.slice(0, 4)).toEqual([
       { _tag: "ReasoningDelta", text: "Let me " },
       { _tag: "ReasoningDelta", text: "think." },
-      { _tag: "ReasoningDelta", text: "", signature: "sig-text==" },
+      { _tag: "ReasoningDelta", text: "", signature: "sig-text==", family: "gemini" },
       { _tag: "TextDelta", text: "It is sunny." }
     ])
     for (const evs of [json, sse]) {
       const answer = foldEvents(evs)
-      expect(answer).toMatchObject({ reasoning: "Let me think.", reasoningSignature: "sig-text==", text: "It is sunny.", finishReason: "stop" })
+      expect(answer).toMatchObject({ reasoning: "Let me think.", reasoningSignature: "sig-text==", reasoningFamily: "gemini", text: "It is sunny.", finishReason: "stop" })
       expect(answer.usage.reasoningTokens).toBe(12)
     }
   })
@@ -406,7 +429,7 @@ describe("gemini answers", () => {
   it("a signed thought part keeps its signature", async () => {
     up.script(generateJson({ parts: [{ text: "pondering", thought: true, thoughtSignature: "sig-t" }, { text: "ok" }] }))
     const evs = ok(await completed())
-    expect(evs[0]).toEqual({ _tag: "ReasoningDelta", text: "pondering", signature: "sig-t" })
+    expect(evs[0]).toEqual({ _tag: "ReasoningDelta", text: "pondering", signature: "sig-t", family: "gemini" })
   })
 
   it("function calls come whole: the part's id, else a generated unique one; finish tool_calls", async () => {
@@ -417,7 +440,7 @@ describe("gemini answers", () => {
     up.script(generateJson({ text: "", calls, signature: "sig-call" }), generateSse({ text: "Checking.", calls, signature: "sig-call" }), generateJson({ calls: [{ name: "noop" }] }))
     const json = ok(await completed())
     expect(json.filter((e) => e._tag !== "Usage")).toEqual([
-      { _tag: "ReasoningDelta", text: "", signature: "sig-call" },
+      { _tag: "ReasoningDelta", text: "", signature: "sig-call", family: "gemini" },
       { _tag: "ToolCall", call: { id: "fc_1", name: "get_weather", arguments: JSON.stringify(calls[0].args) } },
       { _tag: "ToolCall", call: expect.objectContaining({ name: "noop", arguments: "{}" }) },
       { _tag: "Finish", reason: "tool_calls" }
@@ -435,7 +458,7 @@ describe("gemini answers", () => {
     up.script(generateSse({ thoughts: "hmm", text: "", calls: [{ name: "f", args: { x: 1 } }], signature: "sig-replay" }))
     const evs = ok(await streamed())
     const parts = evs.flatMap((e): Array<Message["parts"][number]> => {
-      if (e._tag === "ReasoningDelta") return [{ type: "reasoning", text: e.text, ...(e.signature !== undefined ? { signature: e.signature } : {}) }]
+      if (e._tag === "ReasoningDelta") return [{ type: "reasoning", text: e.text, ...(e.signature !== undefined ? { signature: e.signature, family: e.family } : {}) }]
       if (e._tag === "ToolCall") return [{ type: "tool_call", ...e.call }]
       return []
     })

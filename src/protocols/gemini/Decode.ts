@@ -292,6 +292,8 @@ const contentMessages = (
     const at = `contents.${i}.parts.${j}`
     for (const kind of refusedPartKinds) if (part[kind] !== undefined && part[kind] !== null) return Either.left(refuse(`${at}.${kind}`, `${kind} parts are not supported`))
     if (isDropped(part)) continue
+    // a model part's signature rides just before it, as the gemini provider emits it, to go back on the same part
+    if (model && typeof part.thoughtSignature === "string" && part.thoughtSignature !== "") assistant.push({ type: "reasoning", text: "", signature: part.thoughtSignature, family: "gemini" })
     if (typeof part.text === "string") {
       if (model) assistant.push({ type: "text", text: part.text })
       else {

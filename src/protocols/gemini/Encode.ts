@@ -1,4 +1,4 @@
-import type { Answer, FinishReason, ModelEvent, Usage } from "../../domain/Canonical.js"
+import type { Answer, FinishReason, ModelEvent, SignatureFamily, ToolCall, Usage } from "../../domain/Canonical.js"
 import { emptyUsage } from "../../domain/Canonical.js"
 import type { GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
@@ -46,12 +46,26 @@ const candidate = (meta: GeminiMeta, index: number, parts: ReadonlyArray<Record<
   ...(meta.multi ? { index } : {})
 })
 
-/** The whole answer of `:generateContent`: one candidate per answer, usage summed over them. */
+const callPart = (call: ToolCall): Record<string, unknown> => ({ functionCall: { name: call.name, args: argsOf(call.arguments) } })
+
+/**
+ * A signature a Gemini client may carry back: only one a Gemini upstream made (another family's
+ * would reach a Gemini upstream as a `thoughtSignature`, spec 4.2).
+ */
+const ownSignature = (signature: string | undefined, family: SignatureFamily | undefined): string | undefined =>
+  family === "gemini" && signature !== undefined && signature !== "" ? signature : undefined
+
+/**
+ * The whole answer of `:generateContent`: one candidate per answer, usage summed over them. The
+ * upstream's signature goes where Gemini puts it: on the first functionCall, else on the text part.
+ */
 export const responseBody = (meta: GeminiMeta, answers: ReadonlyArray<Answer>, usage: Usage): Record<string, unknown> => ({
   candidates: answers.map((answer, index) => {
     const parts: Array<Record<string, unknown>> = []
     if (answer.text !== "" || answer.toolCalls.length === 0) parts.push({ text: answer.text })
-    for (const call of answer.toolCalls) parts.push({ functionCall: { name: call.name, args: argsOf(call.arguments) } })
+    for (const call of answer.toolCalls) parts.push(callPart(call))
+    const signature = ownSignature(answer.reasoningSignature, answer.reasoningFamily)
+    if (signature !== undefined) (parts.find((p) => p.functionCall !== undefined) ?? parts[0]).thoughtSignature = signature
     return candidate(meta, index, parts, answer.finishReason)
   }),
   usageMetadata: usageMetadata(usage),
@@ -67,12 +81,26 @@ const keepAliveEveryMs = 1000
 /**
  * The chunks of one candidate: a chunk per text delta and per tool call, keep-alives (at most one a
  * second) while it reasons, and at the end a chunk with an empty text part and `finishReason`,
- * holding the usage too when it is the only candidate.
+ * holding the usage too when it is the only candidate. A Gemini upstream's signature, emitted just
+ * before its part's event, goes on that part (or on the last chunk's part when none follows).
  */
 export const makeCandidateEncoder = (meta: GeminiMeta, index: number) => {
   let usage: Usage = emptyUsage
   let finish: FinishReason = "stop"
   let lastKeepAlive = 0
+  let signature: string | undefined
+  const signed = (part: Record<string, unknown>): Record<string, unknown> => {
+    if (signature === undefined) return part
+    part.thoughtSignature = signature
+    signature = undefined
+    return part
+  }
+  const keepAlive = (): ReadonlyArray<StreamItem> => {
+    const now = Date.now()
+    if (now - lastKeepAlive < keepAliveEveryMs) return []
+    lastKeepAlive = now
+    return [{ _tag: "KeepAlive" }]
+  }
   const chunk = (parts: ReadonlyArray<Record<string, unknown>>, finishReason?: FinishReason, withUsage?: Usage): StreamItem => ({
     _tag: "Chunk",
     chunk: {
@@ -86,16 +114,15 @@ export const makeCandidateEncoder = (meta: GeminiMeta, index: number) => {
     event: (event: ModelEvent): ReadonlyArray<StreamItem> => {
       switch (event._tag) {
         case "TextDelta":
-          return event.text === "" ? [] : [chunk([{ text: event.text }])]
+          return event.text === "" ? [] : [chunk([signed({ text: event.text })])]
         case "ToolCall":
-          return [chunk([{ functionCall: { name: event.call.name, args: argsOf(event.call.arguments) } }])]
+          return [chunk([signed(callPart(event.call))])]
         case "ReasoningDelta":
-        case "RedactedReasoning": {
-          const now = Date.now()
-          if (now - lastKeepAlive < keepAliveEveryMs) return []
-          lastKeepAlive = now
-          return [{ _tag: "KeepAlive" }]
-        }
+          // reasoning is never shown, only kept alive; its signature waits for its part
+          signature = ownSignature(event.signature, event.family) ?? signature
+          return keepAlive()
+        case "RedactedReasoning":
+          return keepAlive()
         case "Usage":
           usage = event.usage
           return []
@@ -104,7 +131,7 @@ export const makeCandidateEncoder = (meta: GeminiMeta, index: number) => {
           return []
       }
     },
-    end: (): StreamItem => chunk([{ text: "" }], finish, meta.multi ? undefined : usage),
+    end: (): StreamItem => chunk([signed({ text: "" })], finish, meta.multi ? undefined : usage),
     usage: (): Usage => usage
   }
 }

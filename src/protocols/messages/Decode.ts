@@ -198,10 +198,10 @@ export const decodeMessages = (
           break
         }
         case "thinking":
-          if (m.role === "assistant") assistant.push({ type: "reasoning", text: String(block.thinking), ...(block.signature ? { signature: String(block.signature) } : {}) })
+          if (m.role === "assistant") assistant.push({ type: "reasoning", text: String(block.thinking), ...(block.signature ? { signature: String(block.signature), family: "anthropic" as const } : {}) })
           break
         case "redacted_thinking":
-          if (m.role === "assistant") assistant.push({ type: "reasoning", text: "", redacted: String(block.data) })
+          if (m.role === "assistant") assistant.push({ type: "reasoning", text: "", redacted: String(block.data), family: "anthropic" })
           break
       }
     }

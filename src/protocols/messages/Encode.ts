@@ -1,4 +1,4 @@
-import type { Answer, FinishReason, ModelEvent, ToolCall, Usage } from "../../domain/Canonical.js"
+import type { Answer, FinishReason, ModelEvent, SignatureFamily, ToolCall, Usage } from "../../domain/Canonical.js"
 import { emptyUsage } from "../../domain/Canonical.js"
 import type { GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
@@ -43,6 +43,13 @@ const parseInput = (call: ToolCall): unknown => {
   }
 }
 
+/**
+ * The signature a Messages client may see: only one this family made. Another family's (a Gemini
+ * upstream's) is given as an empty signature, so that it never comes back to be sent upstream.
+ */
+const ownSignature = (signature: string | undefined, family: SignatureFamily | undefined): string =>
+  signature !== undefined && family === "anthropic" ? signature : ""
+
 export interface MessageMeta {
   readonly id: string
   readonly model: string
@@ -52,7 +59,7 @@ export interface MessageMeta {
 
 export const messageBody = (meta: MessageMeta, answer: Answer, stopSequence: string | undefined) => {
   const content: Array<Record<string, unknown>> = []
-  if (meta.thinking && answer.reasoning !== "") content.push({ type: "thinking", thinking: answer.reasoning, signature: answer.reasoningSignature ?? "" })
+  if (meta.thinking && answer.reasoning !== "") content.push({ type: "thinking", thinking: answer.reasoning, signature: ownSignature(answer.reasoningSignature, answer.reasoningFamily) })
   if (meta.thinking) for (const data of answer.redacted) content.push({ type: "redacted_thinking", data })
   if (answer.text !== "" || answer.toolCalls.length === 0) content.push({ type: "text", text: answer.text })
   for (const call of answer.toolCalls) content.push({ type: "tool_use", id: toolUseId(call.id), name: call.name, input: parseInput(call) })
@@ -122,8 +129,11 @@ export const makeMessageEncoder = (meta: MessageMeta): MessageEncoder => {
             lastKeepAlive = now
             return sseComment()
           }
+          const own = ownSignature(event.signature, event.family)
+          // another family's signature alone opens no block
+          if (event.text === "" && own === "") return ""
           const head = open === "thinking" ? "" : openBlock("thinking")
-          if (event.signature !== undefined) signature += event.signature
+          signature += own
           return head + (event.text === "" ? "" : frame("content_block_delta", { index, delta: { type: "thinking_delta", thinking: event.text } }))
         }
         case "RedactedReasoning": {

@@ -90,6 +90,8 @@ const assistantBlock = (part: AssistantPart): Block | undefined => {
     case "tool_call":
       return { type: "tool_use", id: part.id, name: part.name, input: parseToolInput(part.arguments) }
     case "reasoning":
+      // signed and redacted thinking only from this family (spec 4.2); another family's signature is refused
+      if (part.family !== "anthropic") return undefined
       if (part.redacted !== undefined) return { type: "redacted_thinking", data: part.redacted }
       // an unsigned thinking block would be refused upstream
       if (part.signature === undefined || part.signature === "") return undefined

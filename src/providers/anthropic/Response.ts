@@ -109,7 +109,7 @@ export const eventsOfMessage = (body: unknown): ReadResult => {
       }
       case "thinking": {
         const signature = str(block.signature)
-        events.push(ModelEvent.reasoning(str(block.thinking) ?? "", signature === "" ? undefined : signature))
+        events.push(ModelEvent.reasoning(str(block.thinking) ?? "", signature === "" ? undefined : signature, "anthropic"))
         break
       }
       case "redacted_thinking": {
@@ -243,7 +243,7 @@ export const readStreamEvent = (state: StreamState, name: string | undefined, da
       const block = state.blocks.get(index)
       if (block === undefined) return none
       state.blocks.set(index, { kind: "other" })
-      if (block.kind === "thinking" && block.signature !== "") return emit(ModelEvent.reasoning("", block.signature))
+      if (block.kind === "thinking" && block.signature !== "") return emit(ModelEvent.reasoning("", block.signature, "anthropic"))
       if (block.kind === "tool_use") {
         const args = toolArguments(block.json)
         if (args === undefined) {

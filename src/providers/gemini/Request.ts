@@ -92,41 +92,33 @@ const parseArgs = (args: string): Record<string, unknown> => {
 
 /**
  * An assistant turn as model parts. Reasoning text is not sent back (Gemini reads nothing from
- * thought summaries); a reasoning signature goes on the part it was read from: the provider emits
- * a signature just before the functionCall or text part that carried it, and a protocol may have
- * moved text ahead of calls, so a signature is attached to the first functionCall after it, else to
- * the next text part, else to the last part of the turn. A turn with no other part drops it.
+ * thought summaries). A signature this family made goes on the part that follows it: the provider
+ * emits a part's signature just before the part's own event, and the Gemini-style protocol decodes
+ * a client's `thoughtSignature` the same way, so it lands on the part it came with; a trailing one
+ * goes on the last part, and a turn with no other part drops it. Other families' signatures and
+ * redacted reasoning are never sent (spec 4.2).
  */
 const modelParts = (parts: ReadonlyArray<AssistantPart>): Array<Part> => {
   const out: Array<Part> = []
   let pending: string | undefined
-  const callAhead = (from: number) => parts.slice(from).some((p) => p.type === "tool_call")
-  parts.forEach((part, i) => {
+  const push = (wire: Part) => {
+    if (pending !== undefined) wire.thoughtSignature = pending
+    pending = undefined
+    out.push(wire)
+  }
+  for (const part of parts) {
     switch (part.type) {
       case "reasoning":
-        if (part.signature !== undefined && part.signature !== "" && part.redacted === undefined) pending = part.signature
-        return
-      case "text": {
-        if (part.text === "") return
-        const wire: Part = { text: part.text }
-        if (pending !== undefined && !callAhead(i + 1)) {
-          wire.thoughtSignature = pending
-          pending = undefined
-        }
-        out.push(wire)
-        return
-      }
-      case "tool_call": {
-        const wire: Part = { functionCall: { id: part.id, name: part.name, args: parseArgs(part.arguments) } }
-        if (pending !== undefined) {
-          wire.thoughtSignature = pending
-          pending = undefined
-        }
-        out.push(wire)
-        return
-      }
+        if (part.family === "gemini" && part.signature !== undefined && part.signature !== "" && part.redacted === undefined) pending = part.signature
+        break
+      case "text":
+        if (part.text !== "") push({ text: part.text })
+        break
+      case "tool_call":
+        push({ functionCall: { id: part.id, name: part.name, args: parseArgs(part.arguments) } })
+        break
     }
-  })
+  }
   const last = out[out.length - 1]
   if (pending !== undefined && last !== undefined && last.thoughtSignature === undefined) last.thoughtSignature = pending
   return out

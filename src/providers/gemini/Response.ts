@@ -110,10 +110,10 @@ const partEvents = (state: StreamState, part: Record<string, unknown>, out: Arra
   const signature = str(part.thoughtSignature) || undefined
   const text = str(part.text)
   if (part.thought === true) {
-    if (text || signature !== undefined) out.push(ModelEvent.reasoning(text ?? "", signature))
+    if (text || signature !== undefined) out.push(ModelEvent.reasoning(text ?? "", signature, "gemini"))
     return undefined
   }
-  if (signature !== undefined) out.push(ModelEvent.reasoning("", signature))
+  if (signature !== undefined) out.push(ModelEvent.reasoning("", signature, "gemini"))
   const call = obj(part.functionCall)
   if (call !== undefined) {
     const name = str(call.name)

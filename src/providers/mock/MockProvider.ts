@@ -164,7 +164,7 @@ const respond = (provider: string, call: ProviderCall): Stream.Stream<ModelEvent
   const answer = answerOf(script, request, structured, toolCalls.length)
 
   const reasoning = script.reasoning !== undefined ? chunkText(script.reasoning) : []
-  const reasoningEvents = reasoning.map((text, i) => ModelEvent.reasoning(text, i === reasoning.length - 1 ? script.signature : undefined))
+  const reasoningEvents = reasoning.map((text, i) => ModelEvent.reasoning(text, i === reasoning.length - 1 ? script.signature : undefined, "mock"))
   const reasoningChars = script.reasoning !== undefined ? charCount(script.reasoning) : 0
 
   const outputChars = reasoningChars + answer.chars + toolCalls.reduce((n, t) => n + charCount(t.arguments), 0)
