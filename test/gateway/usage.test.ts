@@ -3,6 +3,7 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { driverModule } from "../../src/sql/SqliteClient.js"
 import { startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 import {
@@ -470,7 +471,7 @@ interface Sqlite {
   prepare(sql: string): Statement
   close(): void
 }
-const Database = createRequire(import.meta.url)("better-sqlite3") as new (file: string, options: { readonly fileMustExist: boolean; readonly timeout: number }) => Sqlite
+const Database = createRequire(import.meta.url)(driverModule(Number(process.versions.napi))) as new (file: string, options: { readonly fileMustExist: boolean; readonly timeout: number }) => Sqlite
 
 /** Usage rows in the database (its own connection: reading never flushes the gateway's batch). */
 const rowsOf = (dataDir: string): number => {

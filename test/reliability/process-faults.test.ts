@@ -18,6 +18,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { createRequire } from "node:module"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { driverModule } from "../../src/sql/SqliteClient.js"
 import { call, formBody, jsonOf, KiB, pngBytes, sha256, sleep, until, within, type Answer } from "../files/uploadWire.js"
 import { childGateways, exited } from "../support/ChildGateway.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
@@ -28,7 +29,7 @@ interface Sqlite {
   readonly prepare: (source: string) => { readonly all: (...params: Array<unknown>) => Array<unknown> }
   readonly close: () => void
 }
-const Database = createRequire(import.meta.url)("better-sqlite3") as new (file: string, options: { readonly readonly?: boolean; readonly fileMustExist: boolean }) => Sqlite
+const Database = createRequire(import.meta.url)(driverModule(Number(process.versions.napi))) as new (file: string, options: { readonly readonly?: boolean; readonly fileMustExist: boolean }) => Sqlite
 
 
 const ADMIN = "sk-admin-process-faults-0123456789"

@@ -1,0 +1,167 @@
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Client from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import { SqliteClient, TypeId } from "@effect/sql-sqlite-node/SqliteClient"
+import { Cache, Context, Duration, Effect, Layer, Scope } from "effect"
+import { createRequire } from "node:module"
+
+/**
+ * The SQLite client of `@effect/sql-sqlite-node` (same tag, same behaviour), with the driver chosen
+ * for the running Node:
+ *
+ * - Node-API 10 and later (Node 22.14+, 24): better-sqlite3 13, a Node-API addon.
+ * - older (Node 20): better-sqlite3 12.
+ *
+ * better-sqlite3 12 derives its Database and Statement from `node::ObjectWrap`. Built with Node
+ * 24.19+ headers, that class registers an environment cleanup hook per object and removes it in its
+ * destructor, which CHECKs that a Node context is entered. V8 runs a garbage-collected Statement's
+ * destructor inside whatever GC collects it, including one finished by a platform task with no
+ * context entered, and then the process aborts (`Assertion failed: (env) != nullptr` in
+ * `node::RemoveEnvironmentCleanupHook`). Statements become garbage all the time here (every
+ * transaction prepares its BEGIN and COMMIT, the prepare cache expires entries), so on Node 24
+ * version 12 brings the gateway down soon after start. Version 13 uses Node-API wrappers, which
+ * have no such hook, but needs Node-API 10, which Node 20 lacks.
+ */
+
+/** What the client uses of a better-sqlite3 statement (the same in versions 12 and 13). */
+interface DriverStatement {
+  readonly reader: boolean
+  safeIntegers(on: boolean): DriverStatement
+  raw(on: boolean): DriverStatement
+  all(...params: ReadonlyArray<unknown>): Array<object>
+  run(...params: ReadonlyArray<unknown>): unknown
+}
+
+/** What the client uses of a better-sqlite3 database. */
+interface DriverDatabase {
+  prepare(sql: string): DriverStatement
+  pragma(source: string): unknown
+  serialize(): Uint8Array
+  backup(destination: string): Promise<{ readonly totalPages: number; readonly remainingPages: number }>
+  loadExtension(path: string): void
+  close(): void
+}
+
+type Driver = new (filename: string, options: { readonly readonly: boolean }) => DriverDatabase
+
+/** The module name of the driver for this Node: `better-sqlite3-napi` is better-sqlite3 13. */
+export const driverModule = (napiVersion: number): string => (napiVersion >= 10 ? "better-sqlite3-napi" : "better-sqlite3")
+
+const loadDriver = (): Driver => {
+  const require = createRequire(import.meta.url)
+  const driver: Driver = require(driverModule(Number(process.versions.napi)))
+  return driver
+}
+
+/** The options of `@effect/sql-sqlite-node`'s `SqliteClient.layer` that this gateway uses. */
+export interface SqliteClientConfig {
+  readonly filename: string
+  readonly readonly?: boolean | undefined
+  readonly prepareCacheSize?: number | undefined
+  readonly prepareCacheTTL?: Duration.DurationInput | undefined
+  readonly disableWAL?: boolean | undefined
+}
+
+interface SqliteConnection extends Connection {
+  readonly export: Effect.Effect<Uint8Array, SqlError>
+  readonly backup: (destination: string) => Effect.Effect<{ readonly totalPages: number; readonly remainingPages: number }, SqlError>
+  readonly loadExtension: (path: string) => Effect.Effect<void, SqlError>
+}
+
+const failed = (message: string) => (cause: unknown) => new SqlError({ cause, message })
+
+/** One connection behind a semaphore, statements prepared once and cached, as in `@effect/sql-sqlite-node`. */
+export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, never, Scope.Scope | Reactivity.Reactivity> =>
+  Effect.gen(function* () {
+    const compiler = Statement.makeCompilerSqlite()
+    const Sqlite = loadDriver()
+    const db = new Sqlite(options.filename, { readonly: options.readonly ?? false })
+    yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
+    if (options.disableWAL !== true) db.pragma("journal_mode = WAL")
+
+    const prepareCache = yield* Cache.make({
+      capacity: options.prepareCacheSize ?? 200,
+      timeToLive: options.prepareCacheTTL ?? Duration.minutes(10),
+      lookup: (sql: string) => Effect.try({ try: () => db.prepare(sql), catch: failed("Failed to prepare statement ") })
+    })
+
+    /** rows of a reader, the run result of a writer for `raw`, else no rows */
+    const runStatement = (statement: DriverStatement, params: ReadonlyArray<unknown>, raw: boolean) =>
+      Effect.withFiberRuntime<ReadonlyArray<object> | unknown, SqlError>((fiber) => {
+        if (Context.get(fiber.currentContext, Client.SafeIntegers)) statement.safeIntegers(true)
+        try {
+          if (statement.reader) return Effect.succeed(statement.all(...params))
+          const result = statement.run(...params)
+          return Effect.succeed(raw ? result : [])
+        } catch (cause) {
+          return Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+        }
+      })
+    const rows = (statement: DriverStatement, params: ReadonlyArray<unknown>) =>
+      Effect.map(runStatement(statement, params, false), (result) => (Array.isArray(result) ? result : []))
+
+    const prepared = (sql: string, params: ReadonlyArray<unknown>) => Effect.flatMap(prepareCache.get(sql), (s) => rows(s, params))
+
+    const runValues = (sql: string, params: ReadonlyArray<unknown>) =>
+      Effect.acquireUseRelease(
+        prepareCache.get(sql),
+        (statement) =>
+          Effect.try({
+            try: () => {
+              if (!statement.reader) {
+                statement.run(...params)
+                return []
+              }
+              statement.raw(true)
+              return statement.all(...params).filter((row): row is ReadonlyArray<unknown> => Array.isArray(row))
+            },
+            catch: failed("Failed to execute statement")
+          }),
+        (statement) => Effect.sync(() => statement.reader && statement.raw(false))
+      )
+
+    const connection: SqliteConnection = {
+      execute: (sql, params, transformRows) => (transformRows ? Effect.map(prepared(sql, params), transformRows) : prepared(sql, params)),
+      executeRaw: (sql, params) => Effect.flatMap(prepareCache.get(sql), (s) => runStatement(s, params, true)),
+      executeValues: (sql, params) => runValues(sql, params),
+      executeUnprepared: (sql, params, transformRows) => {
+        const effect = Effect.flatMap(Effect.try({ try: () => db.prepare(sql), catch: failed("Failed to prepare statement ") }), (s) => rows(s, params ?? []))
+        return transformRows ? Effect.map(effect, transformRows) : effect
+      },
+      executeStream: () => Effect.dieMessage("executeStream not implemented"),
+      export: Effect.try({ try: () => db.serialize(), catch: failed("Failed to export database") }),
+      backup: (destination) => Effect.tryPromise({ try: () => db.backup(destination), catch: failed("Failed to backup database") }),
+      loadExtension: (path) =>
+        Effect.tap(Effect.try({ try: () => db.loadExtension(path), catch: failed("Failed to load extension") }), () => prepareCache.invalidateAll)
+    }
+
+    const semaphore = yield* Effect.makeSemaphore(1)
+    const acquirer = semaphore.withPermits(1)(Effect.succeed(connection))
+    const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
+      Effect.as(
+        Effect.zipRight(
+          restore(semaphore.take(1)),
+          Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
+        ),
+        connection
+      )
+    )
+    const client = yield* Client.make({ acquirer, compiler, transactionAcquirer, spanAttributes: [["db.system.name", "sqlite"]] })
+    // `updateValues` is `never` on SQLite: the cast the library makes too
+    const sqliteClient: SqliteClient = Object.assign(client, {
+      [TypeId]: TypeId,
+      config: options,
+      export: Effect.flatMap(acquirer, (_) => _.export),
+      backup: (destination: string) => Effect.flatMap(acquirer, (_) => _.backup(destination)),
+      loadExtension: (path: string) => Effect.flatMap(acquirer, (_) => _.loadExtension(path))
+    }) as SqliteClient
+    return sqliteClient
+  })
+
+/** `SqliteClient` and `SqlClient` for one database file, closed with the Layer's scope. */
+export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | Client.SqlClient> =>
+  Layer.scopedContext(Effect.map(make(config), (client) => Context.make(SqliteClient, client).pipe(Context.add(Client.SqlClient, client)))).pipe(
+    Layer.provide(Reactivity.layer)
+  )
