@@ -10,7 +10,6 @@ import files from "./migrations/0003_files.js"
 import usage from "./migrations/0004_usage.js"
 import keys from "./migrations/0005_keys.js"
 import * as SqliteClient from "./SqliteClient.js"
-import * as SqliteClient from "./SqliteClient.js"
 import usageApp from "./migrations/0006_usage_app.js"
 
 /** Migrations by `<id>_<name>`, run in order at start. */
