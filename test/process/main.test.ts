@@ -442,7 +442,7 @@ describe("main: stopping", () => {
     expect((await request(port, { path: "/healthz", agent: keepAlive })).status).toBe(200)
     expect(Object.values(keepAlive.freeSockets).flat().length).toBe(1)
 
-    // a slow stream: 20 chunks, 50 ms before each event
+    // a slow stream: 20 chunks, 200 ms before each event (4 s, well inside the 10 s grace)
     let firstChunk: () => void = () => undefined
     const gotFirstChunk = new Promise<void>((resolve) => (firstChunk = resolve))
     let streamEndedAt = 0
@@ -452,7 +452,7 @@ describe("main: stopping", () => {
         method: "POST",
         path: "/v1/chat/completions",
         headers: { "content-type": "application/json", authorization: `Bearer ${secrets.GW_TEAM_KEY}` },
-        body: JSON.stringify({ model: "mock/echo", stream: true, messages: [{ role: "user", content: "::chunks 20\n::delay 50" }] })
+        body: JSON.stringify({ model: "mock/echo", stream: true, messages: [{ role: "user", content: "::chunks 20\n::delay 200" }] })
       },
       (text) => {
         if (text.includes("data: ")) firstChunk()
@@ -463,12 +463,16 @@ describe("main: stopping", () => {
     })
     await within(10_000, "first stream chunk", gotFirstChunk)
 
+    // the idle keep-alive socket: the gateway closes it at the signal, not at the end of the grace
+    const idleSocket = Object.values(keepAlive.freeSockets).flat()[0]
+    const idleClosed = new Promise<void>((resolve) => idleSocket?.once("close", () => resolve()))
     const signalledAt = Date.now()
     gateway.child.kill("SIGTERM")
 
-    // new connections are refused soon after, while the stream is still running
+    // new connections are refused while the stream is still running (the order is the mechanism;
+    // the 8 s bound is only a backstop)
     let refusedAt = 0
-    while (Date.now() - signalledAt < 3_000) {
+    while (Date.now() - signalledAt < 8_000 && streamEndedAt === 0) {
       if (await refused(port)) {
         refusedAt = Date.now()
         break
@@ -476,7 +480,8 @@ describe("main: stopping", () => {
       await sleep(25)
     }
     expect(refusedAt, "new connections refused after SIGTERM").toBeGreaterThan(0)
-    expect(refusedAt - signalledAt).toBeLessThan(1_000)
+    await within(8_000, "the idle keep-alive socket to be closed", idleClosed)
+    expect(streamEndedAt, "the idle socket closed while the stream was still running").toBe(0)
 
     const res = await within(10_000, "in-flight stream to finish", stream)
     expect(res.status).toBe(200)
@@ -490,10 +495,10 @@ describe("main: stopping", () => {
     expect(text).toBe(Array.from({ length: 20 }, (_, i) => `chunk ${i} `).join(""))
     expect(refusedAt, "refused before the stream finished").toBeLessThanOrEqual(streamEndedAt)
 
-    // exits 0 promptly: the idle keep-alive socket does not hold it until the 10 s grace ends
+    // exits 0 once the stream is done: the idle keep-alive socket does not hold it until the 10 s grace ends
     const { code } = await exitsWithin(gateway, 8_000)
     expect(code).toBe(0)
-    expect(Date.now() - signalledAt).toBeLessThan(5_000)
+    expect(Date.now() - signalledAt).toBeLessThan(9_500)
     expectClean(gateway)
   })
 
@@ -508,7 +513,8 @@ describe("main: stopping", () => {
     const signalledAt = Date.now()
     gateway.child.kill("SIGTERM")
     expect((await exitsWithin(gateway, 8_000)).code).toBe(0)
-    expect(Date.now() - signalledAt).toBeLessThan(3_000)
+    // generous: well before the 10 s grace would have ended
+    expect(Date.now() - signalledAt).toBeLessThan(8_000)
     expectClean(gateway)
   })
 
@@ -522,7 +528,8 @@ describe("main: stopping", () => {
     const signalledAt = Date.now()
     gateway.child.kill("SIGINT")
     expect((await exitsWithin(gateway, 8_000)).code).toBe(0)
-    expect(Date.now() - signalledAt).toBeLessThan(3_000)
+    // generous: well before the 10 s grace would have ended
+    expect(Date.now() - signalledAt).toBeLessThan(8_000)
     expectClean(gateway)
   })
 })
