@@ -8,6 +8,7 @@ import { Catalog } from "../services/Catalog.js"
 import { isLoopbackHost, KeyStore, type Principal } from "../services/KeyStore.js"
 import { Limits } from "../services/Limits.js"
 import { isJsonContentType, readBody } from "./Body.js"
+import { lingerAfterRefusal } from "./Linger.js"
 import { renderError, type Family } from "./Envelopes.js"
 import { Metrics } from "../services/Metrics.js"
 import { tracingEnabled } from "../Telemetry.js"
@@ -191,6 +192,8 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
             if (error.retryAfter !== undefined) out["retry-after"] = String(error.retryAfter)
             if (error.closeConnection === true || bodyPending()) out["connection"] = "close"
             if (error.allow !== undefined) out["allow"] = error.allow
+            // the client may still be sending: read on (bounded) so the close does not lose the answer
+            if (out["connection"] === "close" && !incoming.complete && !response.headersSent) lingerAfterRefusal(incoming, response)
             write({ _tag: "Reply", status: rendered.status, headers: out, body: rendered.body })
           }
 
