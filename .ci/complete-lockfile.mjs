@@ -4,9 +4,11 @@
 // of package-lock.json, and npm 11's `npm ci` refuses a lockfile that lacks any package named in an
 // optionalDependencies map. The added entries are optional and name their os/cpu, so `npm ci` skips
 // them on other platforms. Run after `npm install` changes the lockfile: node .ci/complete-lockfile.mjs
+// (or, for test/clients' lockfile: node .ci/complete-lockfile.mjs test/clients/package-lock.json)
 import fs from "node:fs"
+import path from "node:path"
 
-const file = new URL("../package-lock.json", import.meta.url)
+const file = process.argv[2] !== undefined ? path.resolve(process.argv[2]) : new URL("../package-lock.json", import.meta.url)
 const lock = JSON.parse(fs.readFileSync(file, "utf8"))
 const packages = lock.packages
 

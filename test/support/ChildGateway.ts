@@ -57,11 +57,15 @@ export const childGateways = () => {
     fs.writeFileSync(configFile, ["listen: { host: 127.0.0.1 }", `dataDir: ${JSON.stringify(dataDir)}`, "accessLog: false", ...lines].join("\n") + "\n")
     return { cwd, dataDir, configFile }
   }
-  /** `node dist/main.js --config FILE --port 0` in `cwd`; resolves with the port it listens on. */
-  const start = async (cwd: string, configFile: string): Promise<Child> => {
+  /**
+   * `node dist/main.js --config FILE --port 0` in `cwd`; resolves with the port it listens on.
+   * `main` runs another build (a production install's), with `nodeArgs` before it.
+   */
+  const start = async (cwd: string, configFile: string, options: { readonly main?: string; readonly nodeArgs?: ReadonlyArray<string> } = {}): Promise<Child> => {
     const env: Record<string, string> = {}
     for (const name of ["PATH", "HOME", "TMPDIR", "LANG"]) if (process.env[name] !== undefined) env[name] = process.env[name]!
-    const child = spawn(process.execPath, [path.join(repo, "dist/main.js"), "--config", configFile, "--port", "0"], { cwd, env, stdio: ["ignore", "pipe", "pipe"] })
+    const main = options.main ?? path.join(repo, "dist/main.js")
+    const child = spawn(process.execPath, [...(options.nodeArgs ?? []), main, "--config", configFile, "--port", "0"], { cwd, env, stdio: ["ignore", "pipe", "pipe"] })
     children.add(child)
     child.once("close", () => children.delete(child))
     let out = ""

@@ -23,9 +23,8 @@
  * `dispose()` the whole group gets SIGKILL, and any process still carrying this run's marker
  * environment variable (commands claude started that left the group) is killed too.
  */
-import { createRequire } from "node:module"
-import * as path from "node:path"
 import { describeCliRun, makeRunRegistry, minimalCliEnv, parseJsonLines, type CliRunProcess, type CliRunResult } from "./CliProcess.js"
+import { testClientEntry } from "./TestClients.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -78,11 +77,8 @@ export type ClaudeCodeProcess = CliRunProcess<ClaudeCodeRun>
 // Binary
 // ---------------------------------------------------------------------------------------------
 
-const require = createRequire(import.meta.url)
-
-/** The native binary the package's postinstall placed (`@anthropic-ai/claude-code/bin/claude.exe`). */
-export const claudeCodeBinary = (): string =>
-  path.join(path.dirname(require.resolve("@anthropic-ai/claude-code/package.json")), "bin", "claude.exe")
+/** The native binary the package's postinstall placed (`@anthropic-ai/claude-code/bin/claude.exe` in test/clients). */
+export const claudeCodeBinary = (): string => testClientEntry("@anthropic-ai/claude-code")
 
 export const DEFAULT_CLAUDE_CODE_KEY = "sk-claude-code-test"
 export const DEFAULT_CLAUDE_CODE_TIMEOUT_MS = 90_000

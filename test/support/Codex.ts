@@ -26,9 +26,9 @@
  * environment variable (commands codex started that left the group) is killed too.
  */
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as path from "node:path"
 import { describeCliRun, makeRunRegistry, minimalCliEnv, parseJsonLines, type CliRunProcess, type CliRunResult } from "./CliProcess.js"
+import { testClientEntry } from "./TestClients.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -97,10 +97,8 @@ export interface CodexProcess extends CliRunProcess<CodexRun> {
 // Binary, config
 // ---------------------------------------------------------------------------------------------
 
-const require = createRequire(import.meta.url)
-
-/** The npm entry point (`@openai/codex/bin/codex.js`), run with this Node. */
-export const codexEntry = (): string => require.resolve("@openai/codex/bin/codex.js")
+/** The npm entry point (`@openai/codex/bin/codex.js` in test/clients), run with this Node. */
+export const codexEntry = (): string => testClientEntry("@openai/codex")
 
 export const DEFAULT_CODEX_MODEL = "gpt-5.5"
 export const DEFAULT_CODEX_KEY = "sk-codex-test"

@@ -30,9 +30,9 @@
  * environment variable (commands the CLI started that left the group) is killed too.
  */
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as path from "node:path"
 import { describeCliRun, makeRunRegistry, minimalCliEnv, parseJsonLines, type CliRunProcess, type CliRunResult } from "./CliProcess.js"
+import { testClientEntry } from "./TestClients.js"
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -128,11 +128,8 @@ export interface GeminiCliProcess extends CliRunProcess<GeminiCliRun> {
 // Entry point and settings
 // ---------------------------------------------------------------------------------------------
 
-const require = createRequire(import.meta.url)
-
-/** The CLI's bundled entry (`@google/gemini-cli/bundle/gemini.js`), run with this process's node. */
-export const geminiCliEntry = (): string =>
-  path.join(path.dirname(require.resolve("@google/gemini-cli/package.json")), "bundle", "gemini.js")
+/** The CLI's bundled entry (`@google/gemini-cli/bundle/gemini.js` in test/clients), run with this process's node. */
+export const geminiCliEntry = (): string => testClientEntry("@google/gemini-cli")
 
 export const DEFAULT_GEMINI_CLI_KEY = "gemini-cli-test-key"
 export const DEFAULT_GEMINI_CLI_TIMEOUT_MS = 90_000
