@@ -81,7 +81,8 @@ describe("HttpUpstream.postWhole", () => {
     const started = performance.now()
     const result = await Effect.runPromise(Effect.either(upstream.postWhole(request("/stall", 200))))
     expect(result).toEqual(Either.left("timeout"))
-    expect(performance.now() - started).toBeLessThan(2_000)
+    // generous backstop: the stall never ends, so only the 200 ms deadline can end the call
+    expect(performance.now() - started).toBeLessThan(10_000)
   })
 
   it("a refused connection fails as unreachable", async () => {

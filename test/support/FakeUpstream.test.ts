@@ -313,7 +313,8 @@ describe("FakeUpstream scripted replies", () => {
     expect(up.openConnections()).toBeGreaterThan(0)
     const t0 = Date.now()
     await up.close()
-    expect(Date.now() - t0).toBeLessThan(500)
+    // generous backstop: the stalls last a minute, so a close that waited for them would take that
+    expect(Date.now() - t0).toBeLessThan(10_000)
     expect(await pending).toBe("rejected")
     expect(up.openConnections()).toBe(0)
     await up.close() // idempotent
