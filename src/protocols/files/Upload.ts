@@ -38,8 +38,7 @@ export const declaredLength = (incoming: IncomingMessage, maxBytes: number): Eff
 export async function* bodyPieces(incoming: IncomingMessage, rules: BodyRules): AsyncGenerator<Buffer> {
   const deadline = Date.now() + rules.totalMs
   let received = 0
-  // not destroyed on return: a refusal's answer must still go out on this socket (the edge drains what is left)
-  const iterator = incoming.iterator({ destroyOnReturn: false }) as AsyncIterator<Buffer>
+  const iterator = incoming[Symbol.asyncIterator]() as AsyncIterator<Buffer>
   try {
     while (true) {
       let timer: NodeJS.Timeout | undefined
@@ -72,7 +71,7 @@ export async function* bodyPieces(incoming: IncomingMessage, rules: BodyRules): 
       yield next.value
     }
   } finally {
-    // stop reading what is left (the edge drains it, bounded, and closes on a refusal). Not awaited: after
+    // stop reading what is left (the edge closes the connection on a refusal). Not awaited: after
     // an idle timeout a next() is still pending, and the iterator's return waits for it, that is
     // for a byte that may never come (the 408 would wait for it too)
     void iterator.return?.(undefined).catch(() => undefined)
