@@ -3,7 +3,7 @@ import type { Socket } from "node:net"
 
 /** How much of an unread body the gateway still reads and discards after a refusal. */
 export interface LingerBounds {
-  /** the most body bytes read after the answer */
+  /** the most body bytes read from the refusal on */
   readonly maxBytes: number
   /** the longest time the connection stays open after the answer */
   readonly maxMs: number
