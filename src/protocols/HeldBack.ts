@@ -1,5 +1,5 @@
 import { Effect, Stream } from "effect"
-import { foldEvents, type ModelEvent, type StructuredOutput } from "../domain/Canonical.js"
+import { foldEvents, ModelEvent, type StructuredOutput } from "../domain/Canonical.js"
 import type { GatewayError } from "../domain/Errors.js"
 import { resolveStructured } from "../domain/Structured.js"
 import { replayed, type StartedRun } from "../services/ModelRunner.js"
@@ -7,7 +7,8 @@ import { replayed, type StartedRun } from "../services/ModelRunner.js"
 /**
  * A structured answer streams as one piece: the run is read to its end and resolved (respond call,
  * or matching final text) before the response commits, so a missing answer is a real HTTP error;
- * the resolved answer then replays as reasoning, one text delta, calls, usage and finish.
+ * the resolved answer then replays as reasoning (with its signature and redacted blocks), one text
+ * delta, calls, usage and finish.
  */
 export const holdStructured = (run: StartedRun, structured: StructuredOutput | undefined): Effect.Effect<StartedRun, GatewayError> => {
   if (structured === undefined) return Effect.succeed(run)
@@ -16,7 +17,8 @@ export const holdStructured = (run: StartedRun, structured: StructuredOutput | u
     if (resolved._tag === "error") return Effect.fail(resolved.error)
     const answer = resolved.result.answer
     const events: Array<ModelEvent> = []
-    if (answer.reasoning !== "") events.push({ _tag: "ReasoningDelta", text: answer.reasoning })
+    if (answer.reasoning !== "" || answer.reasoningSignature !== undefined) events.push(ModelEvent.reasoning(answer.reasoning, answer.reasoningSignature, answer.reasoningFamily))
+    for (const data of answer.redacted) events.push(ModelEvent.redacted(data))
     if (answer.text !== "") events.push({ _tag: "TextDelta", text: answer.text })
     for (const call of answer.toolCalls) events.push({ _tag: "ToolCall", call })
     events.push({ _tag: "Usage", usage: answer.usage }, { _tag: "Finish", reason: answer.finishReason })

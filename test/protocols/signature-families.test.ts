@@ -281,5 +281,27 @@ describe("reasoning signatures stay with their family", () => {
       const parts = await streamedParts("ant/claude-x", body, "sse")
       expect(JSON.stringify(parts)).not.toContain(ANT_SIG)
     })
+
+    it("survives a structured answer, which streams held back until resolved", async () => {
+      const structured: Array<BlockSpec> = [
+        { type: "thinking", thinking: "The answer is 4", signature: ANT_SIG },
+        { type: "redacted_thinking", data: REDACTED },
+        { type: "tool_use", id: "toolu_up", name: "respond", input: { answer: 4 } }
+      ]
+      ant.onRequest((req) => ((req.body as { stream?: boolean }).stream === true ? messageSse({ blocks: structured }) : messageJson({ blocks: structured })))
+      const streamed = await messages({
+        model: "ant/claude-x",
+        max_tokens: 4000,
+        thinking: { type: "enabled", budget_tokens: 2000 },
+        output_config: { format: { type: "json_schema", schema: { type: "object", properties: { answer: { type: "number" } } } } },
+        stream: true,
+        messages: [{ role: "user", content: "2+2?" }]
+      })
+      expect(streamed.status, streamed.text).toBe(200)
+      const frames = messageFrames(streamed.text)
+      expect(frames.find((f) => f.data.delta?.type === "signature_delta")?.data.delta).toEqual({ type: "signature_delta", signature: ANT_SIG })
+      expect(frames.find((f) => f.data.content_block?.type === "redacted_thinking")?.data.content_block).toEqual({ type: "redacted_thinking", data: REDACTED })
+      expect(frames.find((f) => f.data.delta?.type === "text_delta")?.data.delta).toEqual({ type: "text_delta", text: '{"answer":4}' })
+    })
   })
 })
