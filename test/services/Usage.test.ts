@@ -1,6 +1,6 @@
 import { NodeContext } from "@effect/platform-node"
 import { Migrator, SqlClient } from "@effect/sql"
-import { SqliteClient, SqliteMigrator } from "@effect/sql-sqlite-node"
+import { SqliteMigrator } from "@effect/sql-sqlite-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, TestClock } from "effect"
 import * as fs from "node:fs"
@@ -10,6 +10,7 @@ import { emptyUsage } from "../../src/domain/Canonical.js"
 import { Log } from "../../src/http/Log.js"
 import { UsageLog, type UsageRecord } from "../../src/services/Usage.js"
 import meta from "../../src/sql/migrations/0001_meta.js"
+import * as SqliteClient from "../../src/sql/SqliteClient.js"
 import usage from "../../src/sql/migrations/0004_usage.js"
 
 /**
