@@ -5,7 +5,7 @@ import { Errors, toGatewayError, type GatewayError, UpstreamError } from "../dom
 import { Ids } from "../domain/Ids.js"
 import { Catalog, type AppSettings, type ResolveOptions } from "./Catalog.js"
 import { Limits } from "./Limits.js"
-import { ProviderClient, refusedParams, type ProviderTarget } from "./ProviderClient.js"
+import { ProviderClient, type ProviderTarget } from "./ProviderClient.js"
 import { tracingEnabled } from "../Telemetry.js"
 import { Metrics } from "./Metrics.js"
 import { UsageLog, type Caller } from "./Usage.js"
@@ -173,7 +173,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           for (const target of resolved.targets) {
             tried = target
             const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
-            const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, refusedParams(target, options.request))
+            const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, providers.refusedParams(target, options.request))
             // an absolute deadline for the whole call, output included
             const call = { target, request, deadline: options.deadline }
             const direct = !tracing && providers.enforcesDeadline(target.provider)
@@ -268,7 +268,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
                 }
                 tried = target
                 const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
-                const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, refusedParams(target, options.request))
+                const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, providers.refusedParams(target, options.request))
                 const called = providers.complete({ target, request, deadline: options.deadline })
                 return Effect.matchEffect(tracing ? Effect.withSpan(called, "provider.complete", { kind: "client", attributes: spanAttributes(target) }) : called, {
                   onSuccess: (events): Effect.Effect<CompletedRun, GatewayError> =>

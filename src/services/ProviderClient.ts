@@ -2,7 +2,6 @@ import { Chunk, Context, Effect, Layer, Option, Scope, Stream } from "effect"
 import type { ModelConfig, ProviderConfig, ProviderType } from "../Config.js"
 import type { CanonicalRequest, ModelEvent } from "../domain/Canonical.js"
 import { UpstreamError } from "../domain/Errors.js"
-import { refusedParams as refusedWithThinkingOn } from "../providers/anthropic/ThinkingLimits.js"
 
 /** One resolved model to call: a configured provider and the model name sent upstream. */
 export interface ProviderTarget {
@@ -77,6 +76,11 @@ export const completeFromStream = (stream: Provider["stream"]): Provider["comple
 export interface ProviderFactory {
   readonly type: ProviderType
   readonly make: (name: string, config: ProviderConfig) => Effect.Effect<Provider>
+  /**
+   * Sampling params (wire names) this type's upstream would refuse for this request: those the
+   * type never sends, and those refused for this request's settings. Always dropped and listed.
+   */
+  readonly refusedParams: (target: ProviderTarget, request: CanonicalRequest) => ReadonlyArray<string>
 }
 
 /** Registry of provider factories by type; each provider Layer adds one. */
@@ -95,6 +99,8 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
     readonly enforcesDeadline: (provider: string) => boolean
     /** the call's events pull by pull, the exchange closed with the scope */
     readonly open: (call: ProviderCall) => Effect.Effect<AnswerSource["pull"], never, Scope.Scope>
+    /** sampling params the target's provider type would refuse for this request (see ProviderFactory) */
+    readonly refusedParams: (target: ProviderTarget, request: CanonicalRequest) => ReadonlyArray<string>
   }
 >() {
   /** Build one instance per configured provider, with the factories in context. */
@@ -118,6 +124,7 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
           return instance === undefined ? Effect.fail(missing(call)) : instance.complete(call)
         },
         enforcesDeadline: (provider) => instances.get(provider)?.enforcesDeadline === true,
+        refusedParams: (target, request) => factories.get(target.providerType)?.refusedParams(target, request) ?? noParams,
         open: (call) => {
           const instance = instances.get(call.target.provider)
           if (instance === undefined) return Effect.succeed(Effect.fail(Option.some(missing(call))))
@@ -133,27 +140,10 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
 
   /** A test double: every call answers with the given function's stream. */
   static readonly layerTest = (f: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>) =>
-    Layer.succeed(ProviderClient, ProviderClient.of({ stream: f, complete: completeFromStream(f), enforcesDeadline: () => false, open: (call) => Stream.toPull(f(call)) }))
+    Layer.succeed(ProviderClient, ProviderClient.of({ stream: f, complete: completeFromStream(f), enforcesDeadline: () => false, open: (call) => Stream.toPull(f(call)), refusedParams: () => noParams }))
 }
 
-/** Sampling params (wire names) a provider type never sends upstream: always dropped and listed. */
-export const neverSent: Readonly<Record<ProviderType, ReadonlyArray<string>>> = {
-  openai: ["top_k"],
-  anthropic: ["seed", "presence_penalty", "frequency_penalty"],
-  gemini: [],
-  mock: []
-}
-
-/**
- * Sampling params (wire names) the target's upstream would refuse for this request: those its type
- * never sends, plus those the native Messages API refuses with thinking on. Always dropped and listed.
- */
-export const refusedParams = (target: ProviderTarget, request: CanonicalRequest): ReadonlyArray<string> => {
-  const never = neverSent[target.providerType]
-  if (target.providerType !== "anthropic") return never
-  const refused = refusedWithThinkingOn(target, request)
-  return refused.length === 0 ? never : [...never, ...refused]
-}
+const noParams: ReadonlyArray<string> = []
 
 /** Combine factory Layers into the registry. */
 export const factoriesLayer = (factories: ReadonlyArray<ProviderFactory>) =>

@@ -8,7 +8,7 @@ import { sseSource } from "../Sse.js"
 import { parseJson, retryAfterOf, statusError, transportError, wholeText } from "../Upstream.js"
 import { defaultBetas, upstreamBetas } from "./Betas.js"
 import { buildMessagesRequest } from "./Request.js"
-import { unforcedToolChoice } from "./ThinkingLimits.js"
+import { refusedParams, unforcedToolChoice } from "./ThinkingLimits.js"
 import { eventsOfMessage, finishStream, initialStreamState, readStreamEvent, readWireError } from "./Response.js"
 
 /** The Messages API version header sent upstream. */
@@ -143,5 +143,6 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
 /** Factory for the registry; needs the HttpUpstream. */
 export const AnthropicProviderFactory = Effect.map(HttpUpstream, (upstream): ProviderFactory => ({
   type: "anthropic",
-  make: (name, config) => makeAnthropicProvider(name, config).pipe(Effect.provideService(HttpUpstream, upstream))
+  make: (name, config) => makeAnthropicProvider(name, config).pipe(Effect.provideService(HttpUpstream, upstream)),
+  refusedParams
 }))

@@ -31,9 +31,15 @@ export const refusedWithThinking = (sampling: Sampling): ReadonlyArray<string> =
   return refused
 }
 
-/** Sampling params the target's upstream would refuse for this request (none with thinking off). */
-export const refusedParams = (target: ProviderTarget, request: CanonicalRequest): ReadonlyArray<string> =>
-  thinkingOn(target) ? refusedWithThinking(request.sampling) : []
+/** Sampling params the native Messages API has no field for: never sent. */
+const neverSent: ReadonlyArray<string> = ["seed", "presence_penalty", "frequency_penalty"]
+
+/** Sampling params the native upstream would refuse for this request: those it never takes, and with thinking on those above. */
+export const refusedParams = (target: ProviderTarget, request: CanonicalRequest): ReadonlyArray<string> => {
+  if (!thinkingOn(target)) return neverSent
+  const refused = refusedWithThinking(request.sampling)
+  return refused.length === 0 ? neverSent : [...neverSent, ...refused]
+}
 
 /** The instruction that stands in for a forced tool choice. */
 export const toolChoiceInstruction = (choice: CanonicalRequest["toolChoice"]): string | undefined => {

@@ -143,8 +143,12 @@ export const makeGeminiProvider = (name: string, config: ProviderConfig) =>
     return provider
   })
 
+const noParams: ReadonlyArray<string> = []
+
 /** Factory for the registry; needs the HttpUpstream. */
 export const GeminiProviderFactory = Effect.map(HttpUpstream, (upstream): ProviderFactory => ({
   type: "gemini",
-  make: (name, config) => makeGeminiProvider(name, config).pipe(Effect.provideService(HttpUpstream, upstream))
+  make: (name, config) => makeGeminiProvider(name, config).pipe(Effect.provideService(HttpUpstream, upstream)),
+  // generateContent has a field for every sampling param
+  refusedParams: () => noParams
 }))

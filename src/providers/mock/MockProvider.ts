@@ -188,6 +188,8 @@ const respond = (provider: string, call: ProviderCall): Stream.Stream<ModelEvent
   return delay > 0 ? events.pipe(Stream.mapEffect((event) => Effect.as(Effect.sleep(Duration.millis(delay)), event))) : events
 }
 
+const noParams: ReadonlyArray<string> = []
+
 /**
  * The `mock` provider: deterministic and offline. It echoes the last user message in deltas of 16
  * characters, or follows the `::` directives in it (see `parseScript`), and answers a structured-output
@@ -198,5 +200,7 @@ export const MockProviderFactory: ProviderFactory = {
   make: (name) => {
     const stream: Provider["stream"] = (call) => Stream.suspend(() => respond(name, call))
     return Effect.succeed<Provider>({ stream, complete: completeFromStream(stream) })
-  }
+  },
+  // the mock reads no sampling param, so it refuses none
+  refusedParams: () => noParams
 }

@@ -89,8 +89,12 @@ export const makeOpenAiProvider = (name: string, config: ProviderConfig) =>
     return provider
   })
 
+/** Sampling params chat completions has no field for: never sent. */
+const neverSent: ReadonlyArray<string> = ["top_k"]
+
 /** Factory for the registry; needs the HttpUpstream. */
 export const OpenAiProviderFactory = Effect.map(HttpUpstream, (upstream): ProviderFactory => ({
   type: "openai",
-  make: (name, config) => makeOpenAiProvider(name, config).pipe(Effect.provideService(HttpUpstream, upstream))
+  make: (name, config) => makeOpenAiProvider(name, config).pipe(Effect.provideService(HttpUpstream, upstream)),
+  refusedParams: () => neverSent
 }))
