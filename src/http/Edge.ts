@@ -12,7 +12,7 @@ import { lingerAfterRefusal } from "./Linger.js"
 import { renderError, type Family } from "./Envelopes.js"
 import { Metrics } from "../services/Metrics.js"
 import { tracingEnabled } from "../Telemetry.js"
-import { Log } from "./Log.js"
+import { Log } from "../services/Log.js"
 import type { Headers, Reply, RequestContext, Route, Written } from "./Route.js"
 
 /**

@@ -6,7 +6,7 @@ import * as path from "node:path"
 import { Errors, type GatewayError } from "../domain/Errors.js"
 import { acceptedKinds, makeClassifier } from "../domain/FileKind.js"
 import { randomHex } from "../domain/Ids.js"
-import { Log } from "../http/Log.js"
+import { Log } from "./Log.js"
 import { makeTallies, throttledSweep } from "./StoreKit.js"
 
 /** One uploaded file (spec 2.4); the shapes of the three Files APIs are built from it. */

@@ -4,7 +4,7 @@ import { Cause, Clock, Context, Data, Effect, Layer, Option, Schema } from "effe
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { randomHex } from "../domain/Ids.js"
-import { Log } from "../http/Log.js"
+import { Log } from "./Log.js"
 import { makeTallies, throttledSweep } from "./StoreKit.js"
 import { makeJsonWorker, type JsonWorker } from "./JsonWorker.js"
 

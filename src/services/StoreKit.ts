@@ -1,5 +1,5 @@
 import { Cause, Clock, Effect, type Scope } from "effect"
-import type { Log } from "../http/Log.js"
+import type { Log } from "./Log.js"
 
 /**
  * What the stores of per-app records (stored responses, files) share: in-memory counts and bytes

@@ -2,7 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Context, Effect, Layer, Option, Runtime, Schedule, Schema } from "effect"
 import type { Usage as TokenUsage } from "../domain/Canonical.js"
-import { Log } from "../http/Log.js"
+import { Log } from "./Log.js"
 
 /**
  * Usage accounting (spec 2.6, ARCHITECTURE "Usage record"): one record per model call, of every

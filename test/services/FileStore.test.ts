@@ -6,7 +6,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { acceptedKinds } from "../../src/domain/FileKind.js"
 import { randomHex } from "../../src/domain/Ids.js"
-import { Log } from "../../src/http/Log.js"
+import { Log } from "../../src/services/Log.js"
 import { type CommitOptions, FileStore, type FileStoreLimits, type StageOptions } from "../../src/services/FileStore.js"
 import { databaseLayer } from "../../src/sql/Database.js"
 
