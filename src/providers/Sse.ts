@@ -2,8 +2,8 @@ import { Chunk, Effect, Option } from "effect"
 import { StringDecoder } from "node:string_decoder"
 import type { ModelEvent } from "../domain/Canonical.js"
 import { UpstreamError } from "../domain/Errors.js"
-import type { TransportFailure, UpstreamResponse } from "../services/HttpUpstream.js"
-import type { AnswerSource } from "../services/ProviderClient.js"
+import type { TransportFailure, UpstreamResponse } from "./HttpUpstream.js"
+import type { AnswerSource } from "./Provider.js"
 
 /** One server-sent event frame. */
 export interface SseFrame {

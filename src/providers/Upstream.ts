@@ -1,6 +1,6 @@
 import { UpstreamError } from "../domain/Errors.js"
 import { Effect } from "effect"
-import type { TransportFailure, UpstreamResponse, WholeResponse } from "../services/HttpUpstream.js"
+import type { TransportFailure, UpstreamResponse, WholeResponse } from "./HttpUpstream.js"
 import { parseJsonText } from "../domain/JsonDepth.js"
 
 /** What every HTTP provider reads the same way: retry hints, statuses, transport failures, JSON. */

@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Scope } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { GatewayConfig } from "../Config.js"
 import { Errors, type GatewayError } from "../domain/Errors.js"
 import { Catalog } from "./Catalog.js"
@@ -19,10 +19,9 @@ export interface BodyReservation {
 export class Limits extends Context.Tag("gateway/Limits")<
   Limits,
   {
-    /** take a model-request slot for the scope's lifetime, or fail 429 */
-    readonly modelSlot: Effect.Effect<void, GatewayError, Scope.Scope>
-    /** run an effect holding a model-request slot, or fail 429 without running it */
-    readonly withModelSlot: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | GatewayError, R>
+    /** take a model-request slot, or fail 429; give it back with `releaseModelSlot` */
+    readonly takeModelSlot: Effect.Effect<void, GatewayError>
+    readonly releaseModelSlot: () => void
     /** reserve body bytes for an app, or fail `server_busy` */
     readonly reserveBody: (app: string, bytes: number) => Effect.Effect<BodyReservation, GatewayError>
     readonly inFlight: () => { readonly modelRequests: number; readonly bodyBytes: number }
@@ -49,11 +48,7 @@ export class Limits extends Context.Tag("gateway/Limits")<
       modelRequests++
       return Effect.void
     })
-    const releaseSlot = Effect.sync(() => void modelRequests--)
-    // the release is added to the scope directly: acquireRelease's finalizer diffs the fiber's refs,
-    // which measured at a few percent of a streamed answer's cost
-    const modelSlot = Effect.uninterruptible(Effect.zipRight(takeSlot, Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, releaseSlot))))
-    const withModelSlot = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.acquireUseRelease(takeSlot, () => effect, () => releaseSlot)
+    const releaseSlot = () => void modelRequests--
 
     const reserveBody = (app: string, bytes: number) =>
       Effect.suspend(() => {
@@ -82,7 +77,7 @@ export class Limits extends Context.Tag("gateway/Limits")<
         return Effect.succeed(reservation)
       })
 
-    return Limits.of({ modelSlot, withModelSlot, reserveBody, inFlight: () => ({ modelRequests, bodyBytes }) })
+    return Limits.of({ takeModelSlot: takeSlot, releaseModelSlot: releaseSlot, reserveBody, inFlight: () => ({ modelRequests, bodyBytes }) })
   }
 
   static readonly layer = (config: GatewayConfig) =>

@@ -1,17 +1,18 @@
-import { Chunk, Context, Effect, Layer, Option, Scope, Stream } from "effect"
+import { Chunk, Clock, Context, Effect, Exit, Layer, Option, Scope, Stream, type Tracer } from "effect"
 import { Settings } from "../Config.js"
 import { emptyUsage, samplingParamNames, type CanonicalRequest, type ModelEvent, type Sampling, type Usage } from "../domain/Canonical.js"
 import { Errors, toGatewayError, type GatewayError, UpstreamError } from "../domain/Errors.js"
 import { Ids } from "../domain/Ids.js"
+import { drainPull, type AnswerSource, type Pull } from "../providers/Provider.js"
+import { tracingEnabled } from "../Telemetry.js"
 import { Catalog, type AppSettings, type ResolveOptions } from "./Catalog.js"
 import { Limits } from "./Limits.js"
-import { ProviderClient, type ProviderTarget } from "./ProviderClient.js"
-import { tracingEnabled } from "../Telemetry.js"
 import { Metrics } from "./Metrics.js"
+import { ProviderClient, type ProviderTarget } from "./ProviderClient.js"
 import { UsageLog, type Caller } from "./Usage.js"
 
 /** The next events of a run, one chunk per pull; `Option.none()` after the last. */
-export type EventPull = Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Option<GatewayError>>
+export type EventPull = Pull<GatewayError>
 
 /** A model call that has produced its first event: nothing has been sent to the client yet. */
 export interface StartedRun {
@@ -60,11 +61,17 @@ export interface RunOptions {
 }
 
 /** The first non-empty chunk of a pull (empty at the end of the stream), failing with the stream's error. */
-const firstChunk = <E>(pull: Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Option<E>>): Effect.Effect<Chunk.Chunk<ModelEvent>, E> =>
+const firstChunk = <E>(pull: Pull<E>): Effect.Effect<Chunk.Chunk<ModelEvent>, E> =>
   Effect.matchEffect(pull, {
     onFailure: (e) => Option.match(e, { onNone: () => Effect.succeed(Chunk.empty<ModelEvent>()), onSome: (error) => Effect.fail(error) }),
     onSuccess: (chunk) => (Chunk.isEmpty(chunk) ? firstChunk(pull) : Effect.succeed(chunk))
   })
+
+/** What a caller reads of an answer before anything reaches its client. */
+type Read = (pull: Pull<UpstreamError>) => Effect.Effect<Chunk.Chunk<ModelEvent>, UpstreamError>
+
+/** All of an answer, for a caller that does not stream. */
+const readWhole: Read = (pull) => Effect.map(drainPull(pull), Chunk.unsafeFromArray)
 
 /** Which sampling params to leave out for a target, and the request without them. */
 export const dropUnsupported = (
@@ -88,13 +95,36 @@ export const dropUnsupported = (
 }
 
 /**
- * Runs a canonical request against a model id: resolves aliases, takes a concurrency slot for the
- * scope's lifetime, drops unsupported params, and falls back to the next alias target when a
- * retryable failure happens before the first event. Fails before any output as a GatewayError.
+ * One model call from the runner's side: the slot it holds, the provider exchange open now, and
+ * its usage record. `release` ends all three, whenever the caller is done (or gone).
+ */
+interface Call {
+  readonly options: RunOptions
+  readonly at: number
+  readonly t0: number
+  slot: boolean
+  source: AnswerSource | undefined
+  span: Tracer.Span | undefined
+  /** the last target tried, so that a failure before any output is counted against its provider */
+  target: ProviderTarget | undefined
+  /** sampling params left out for that target */
+  dropped: ReadonlyArray<string>
+  sessionId: string | undefined
+  ttftMs: number | undefined
+  usage: Usage | undefined
+  recorded: boolean
+}
+
+/**
+ * Runs a canonical request against a model id: resolves aliases, takes a concurrency slot, drops
+ * unsupported params, and falls back to the next alias target when a retryable failure happens
+ * before the first event. Fails before any output as a GatewayError. One path serves both
+ * callers: `start` hands the events on as they come, `complete` folds the same events whole.
  */
 export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
   ModelRunner,
   {
+    /** the run once its first events exist; the call is released when the scope closes */
     readonly start: (options: RunOptions) => Effect.Effect<StartedRun, GatewayError, Scope.Scope>
     /** the whole answer at once (same targets, fallbacks and limits as `start`) */
     readonly complete: (options: RunOptions) => Effect.Effect<CompletedRun, GatewayError>
@@ -110,48 +140,47 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const usageLog = yield* UsageLog
       const metrics = yield* Metrics
       const tracing = tracingEnabled(config)
-      const spanAttributes = (target: ProviderTarget) => ({ "gateway.provider": target.provider, "gateway.model": target.id, "gateway.provider_type": target.providerType })
 
-      /** One usage record for a finished (or failed) call. */
-      const record = (
-        options: RunOptions,
-        clock: { readonly at: number; readonly t0: number },
-        outcome: { readonly target?: ProviderTarget; readonly sessionId?: string; readonly status: string; readonly usage?: Usage; readonly ttftMs?: number }
-      ) => {
+      /** The usage record and metrics of a finished, failed or cancelled call: once. */
+      const record = (call: Call, status: string) => {
+        if (call.recorded) return
+        call.recorded = true
+        const { options, target } = call
         const caller = options.caller
         if (caller === undefined) return
-        const usage = outcome.usage ?? emptyUsage
-        const latencyMs = Math.round((performance.now() - clock.t0) * 100) / 100
+        const usage = call.usage ?? emptyUsage
+        const latencyMs = Math.round((performance.now() - call.t0) * 100) / 100
         metrics.modelCall({
           family: caller.protocol,
           route: caller.route,
           // a requested name that resolved to nothing is not a label: any string could be one
-          model: outcome.target?.id ?? "unresolved",
-          provider: outcome.target?.provider ?? "",
-          status: outcome.status,
+          model: target?.id ?? "unresolved",
+          provider: target?.provider ?? "",
+          status,
           tokens: { input: usage.inputTokens, output: usage.outputTokens, cacheRead: usage.cacheReadTokens, cacheWrite: usage.cacheWriteTokens, reasoning: usage.reasoningTokens },
           latencyMs,
-          ...(outcome.ttftMs !== undefined ? { ttftMs: outcome.ttftMs } : {})
+          ...(call.ttftMs !== undefined ? { ttftMs: call.ttftMs } : {})
         })
         if (!usageLog.enabled) return
         usageLog.record({
-          time: clock.at,
+          time: call.at,
           app: options.app.name,
           ...(caller.user !== undefined ? { user: caller.user } : options.request.user !== undefined ? { user: options.request.user } : {}),
           keyId: caller.keyId,
           protocol: caller.protocol,
           route: caller.route,
           requestedModel: options.model.slice(0, 200),
-          ...(outcome.target !== undefined ? { model: outcome.target.id, provider: outcome.target.provider } : {}),
-          ...(outcome.sessionId !== undefined ? { sessionId: outcome.sessionId } : {}),
-          status: outcome.status,
+          ...(target !== undefined ? { model: target.id, provider: target.provider } : {}),
+          ...(call.sessionId !== undefined ? { sessionId: call.sessionId } : {}),
+          status,
           usage,
           latencyMs,
-          ...(outcome.ttftMs !== undefined ? { ttftMs: outcome.ttftMs } : {})
+          ...(call.ttftMs !== undefined ? { ttftMs: call.ttftMs } : {})
         })
       }
       // built only when it happens: constructing an error validates its fields and captures a stack
       const timeout = () => Errors.timeout("timeout", `The request ran past ${config.requestTimeoutMs} ms`)
+      const noTarget = () => new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" })
 
       // the system prompt that reaches the model: app policy, agent prompt or skill content
       const withSystem = (options: RunOptions): RunOptions => {
@@ -159,141 +188,158 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         return system === options.request.system ? options : { ...options, request: { ...options.request, system } }
       }
 
-      const start = (given: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> => {
-        const clock = { at: Date.now(), t0: performance.now() }
-        // the last target tried, so that a failure before any output is counted against its provider
-        let tried: ProviderTarget | undefined
-        return Effect.gen(function* () {
-          const options = withSystem(given)
-          const resolved = yield* catalog.resolve(options.model, options.app, options.resolve)
-          yield* limits.modelSlot
-          const remaining = options.deadline - Date.now()
-          if (remaining <= 0) return yield* timeout()
-          let lastError: UpstreamError | undefined
-          for (const target of resolved.targets) {
-            tried = target
-            const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
-            const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, providers.refusedParams(target, options.request))
-            // an absolute deadline for the whole call, output included
-            const call = { target, request, deadline: options.deadline }
-            const direct = !tracing && providers.enforcesDeadline(target.provider)
-            // a provider that ends its own streams at the deadline is pulled directly; otherwise its
-            // stream gets a timer (and a span when tracing)
-            const pull = direct
-              ? yield* providers.open(call)
-              : yield* Stream.toPull(
-                  (tracing ? Stream.withSpan(providers.stream(call), "provider.stream", { kind: "client", attributes: spanAttributes(target) }) : providers.stream(call)).pipe(
-                    (upstream) =>
-                      providers.enforcesDeadline(target.provider)
-                        ? upstream
-                        : Stream.interruptWhen(upstream, Effect.sleep(Math.max(1, options.deadline - Date.now())).pipe(Effect.zipRight(Effect.failSync(timeout))))
-                  )
-                )
-            // pull up to the first non-empty chunk: failing here may still fall back to the next target
-            const attempt = yield* firstChunk(pull).pipe(Effect.either)
-            if (attempt._tag === "Right") {
-              const sessionId = Ids.session()
-              const tracked = yield* trackedPull(given, clock, target, sessionId, attempt.right, pull)
-              return { target, sessionId, droppedParams: dropped, pull: tracked, events: Stream.repeatEffectChunkOption(tracked) }
-            }
-            const error = attempt.left
-            if (error._tag === "GatewayError") return yield* error
-            if (!error.retryable) return yield* toGatewayError(error)
-            lastError = error
-          }
-          return yield* toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" }))
-        }).pipe(Effect.tapError((error) => Effect.sync(() => record(given, clock, { status: error.code, ...(tried !== undefined ? { target: tried } : {}) }))))
+      const newCall = (given: RunOptions): Call => ({
+        options: withSystem(given),
+        at: Date.now(),
+        t0: performance.now(),
+        slot: false,
+        source: undefined,
+        span: undefined,
+        target: undefined,
+        dropped: [],
+        sessionId: undefined,
+        ttftMs: undefined,
+        usage: undefined,
+        recorded: false
+      })
+
+      /** Close the exchange open now (and end its span). */
+      const closeSource = (call: Call, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
+        const source = call.source
+        const span = call.span
+        call.source = undefined
+        call.span = undefined
+        if (span !== undefined) return Effect.zipRight(source?.close ?? Effect.void, Clock.clockWith((clock) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit))))
+        return source === undefined ? Effect.void : source.close
       }
 
+      /** Everything a call holds, let go: the exchange, the slot, and a record if none was made. */
+      const release = (call: Call): Effect.Effect<void> =>
+        Effect.suspend(() => {
+          if (call.slot) {
+            call.slot = false
+            limits.releaseModelSlot()
+          }
+          record(call, "cancelled")
+          return closeSource(call, Exit.void)
+        })
+
+      /** A span per provider exchange when tracing: `provider.stream` or `provider.complete`. */
+      const spanFor = (call: Call, target: ProviderTarget): Effect.Effect<void> =>
+        Effect.map(
+          Effect.makeSpan(call.options.request.stream ? "provider.stream" : "provider.complete", {
+            kind: "client",
+            attributes: { "gateway.provider": target.provider, "gateway.model": target.id, "gateway.provider_type": target.providerType }
+          }),
+          (span) => void (call.span = span)
+        )
+
       /**
-       * A started run's pull: the first chunk, then the provider's, errors as GatewayErrors; its usage
-       * is recorded when it ends or fails, or as cancelled when the scope closes before that.
+       * The one fallback loop: each target in turn until one gives what the caller reads before any
+       * output (`read`: the first events of a streamed answer, or all of a whole one).
        */
-      const trackedPull = (
-        options: RunOptions,
-        clock: { readonly at: number; readonly t0: number },
-        target: ProviderTarget,
-        sessionId: string,
-        first: Chunk.Chunk<ModelEvent>,
-        pull: Effect.Effect<Chunk.Chunk<ModelEvent>, Option.Option<UpstreamError | GatewayError>>
-      ): Effect.Effect<EventPull, never, Scope.Scope> => {
-        const ttftMs = Math.round((performance.now() - clock.t0) * 100) / 100
-        let usage: Usage | undefined
-        let done = false
-        const finish = (status: string) => {
-          if (done) return
-          done = true
-          record(options, clock, { target, sessionId, status, ttftMs, ...(usage !== undefined ? { usage } : {}) })
-        }
+      const attempt = (
+        call: Call,
+        read: Read,
+        targets: ReadonlyArray<ProviderTarget>,
+        index: number,
+        lastError: UpstreamError | undefined
+      ): Effect.Effect<Chunk.Chunk<ModelEvent>, GatewayError> => {
+        const target = targets[index]
+        const { options } = call
+        if (target === undefined) return Effect.fail(toGatewayError(lastError ?? noTarget()))
+        // past the deadline no other target can answer in time
+        if (index > 0 && Date.now() >= options.deadline) return Effect.fail(timeout())
+        call.target = target
+        const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
+        const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, providers.refusedParams(target, options.request))
+        const opened = Effect.suspend(() => {
+          call.source = providers.open({ target, request, deadline: options.deadline })
+          return read(call.source.pull)
+        })
+        const first = tracing ? Effect.zipRight(spanFor(call, target), opened) : opened
+        call.dropped = dropped
+        return Effect.matchEffect(first, {
+          onSuccess: Effect.succeed,
+          onFailure: (error) =>
+            Effect.zipRight(
+              closeSource(call, Exit.fail(error)),
+              error.retryable ? attempt(call, read, targets, index + 1, error) : Effect.fail(toGatewayError(error))
+            )
+        })
+      }
+
+      /** Resolve, take a slot and open the first target that answers: what `read` read of it. */
+      const open = (call: Call, read: Read): Effect.Effect<Chunk.Chunk<ModelEvent>, GatewayError> =>
+        Effect.flatMap(catalog.resolve(call.options.model, call.options.app, call.options.resolve), (resolved) =>
+          Effect.flatMap(limits.takeModelSlot, () => {
+            call.slot = true
+            if (call.options.deadline - Date.now() <= 0) return Effect.fail(timeout())
+            return attempt(call, read, resolved.targets, 0, undefined)
+          })
+        ).pipe(Effect.tapError((error) => Effect.sync(() => record(call, error.code))))
+
+      /**
+       * The call's events from the first on, errors as GatewayErrors; the usage record is made when
+       * they end or fail (or as cancelled when the call is released before that).
+       */
+      const tracked = (call: Call, first: Chunk.Chunk<ModelEvent>): EventPull => {
+        call.ttftMs = Math.round((performance.now() - call.t0) * 100) / 100
+        call.sessionId = Ids.session()
+        const source = call.source as AnswerSource
         const seen = (chunk: Chunk.Chunk<ModelEvent>) => {
-          for (const event of chunk) if (event._tag === "Usage") usage = event.usage
+          for (const event of chunk) if (event._tag === "Usage") call.usage = event.usage
           return chunk
         }
-        const next: EventPull = Effect.mapBoth(pull, {
+        const next: EventPull = Effect.mapBoth(source.pull, {
           onSuccess: seen,
           onFailure: (failure) => {
             if (Option.isNone(failure)) {
-              finish("ok")
+              record(call, "ok")
               return Option.none()
             }
             const error = toGatewayError(failure.value)
-            finish(error.code)
+            record(call, error.code)
             return Option.some(error)
           }
         })
         let waiting: Chunk.Chunk<ModelEvent> | undefined = first
-        const tracked: EventPull = Effect.suspend(() => {
+        return Effect.suspend(() => {
           if (waiting === undefined) return next
           const chunk = waiting
           waiting = undefined
           return Effect.succeed(seen(chunk))
         })
-        return Effect.flatMap(Effect.scope, (scope) => Effect.as(Scope.addFinalizer(scope, Effect.sync(() => finish("cancelled"))), tracked))
       }
 
-      // no Scope and no timer fiber here: the slot is held with acquireUseRelease and the provider
-      // enforces the deadline itself (an AbortSignal timer on the upstream request)
-      const complete = (given: RunOptions): Effect.Effect<CompletedRun, GatewayError> => {
-        const options = withSystem(given)
-        const clock = { at: Date.now(), t0: performance.now() }
-        let tried: ProviderTarget | undefined
-        const run = Effect.flatMap(catalog.resolve(options.model, options.app, options.resolve), (resolved) =>
-          limits.withModelSlot(
-            Effect.suspend(() => {
-              if (options.deadline - Date.now() <= 0) return Effect.fail(timeout())
-              const attempt = (index: number, lastError: UpstreamError | undefined): Effect.Effect<CompletedRun, GatewayError> => {
-                const target = resolved.targets[index]
-                if (target === undefined) {
-                  return Effect.fail(toGatewayError(lastError ?? new UpstreamError({ reason: "unavailable", provider: "none", message: "no target" })))
-                }
-                tried = target
-                const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
-                const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, providers.refusedParams(target, options.request))
-                const called = providers.complete({ target, request, deadline: options.deadline })
-                return Effect.matchEffect(tracing ? Effect.withSpan(called, "provider.complete", { kind: "client", attributes: spanAttributes(target) }) : called, {
-                  onSuccess: (events): Effect.Effect<CompletedRun, GatewayError> =>
-                    Effect.succeed({ target, sessionId: Ids.session(), droppedParams: dropped, events }),
-                  onFailure: (error: UpstreamError): Effect.Effect<CompletedRun, GatewayError> =>
-                    error.retryable ? attempt(index + 1, error) : Effect.fail(toGatewayError(error))
-                })
-              }
-              return attempt(0, undefined)
+      /** The request as the mode asks for it: streamed from the upstream, or whole. */
+      const inMode = (given: RunOptions, stream: boolean): RunOptions =>
+        given.request.stream === stream ? given : { ...given, request: { ...given.request, stream } }
+
+      const start = (given: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> =>
+        Effect.flatMap(Effect.scope, (scope) => {
+          const call = newCall(inMode(given, true))
+          return Effect.zipRight(
+            Scope.addFinalizer(scope, release(call)),
+            Effect.map(open(call, firstChunk), (first): StartedRun => {
+              const pull = tracked(call, first)
+              return { target: call.target as ProviderTarget, sessionId: call.sessionId as string, droppedParams: call.dropped, pull, events: Stream.repeatEffectChunkOption(pull) }
             })
           )
+        })
+
+      const complete = (given: RunOptions): Effect.Effect<CompletedRun, GatewayError> =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => newCall(inMode(given, false))),
+          (call) =>
+            Effect.map(open(call, readWhole), (events): CompletedRun => {
+              call.sessionId = Ids.session()
+              for (const event of events) if (event._tag === "Usage") call.usage = event.usage
+              record(call, "ok")
+              return { target: call.target as ProviderTarget, sessionId: call.sessionId, droppedParams: call.dropped, events: Chunk.toReadonlyArray(events) }
+            }),
+          release
         )
-        if (given.caller === undefined) return run
-        return run.pipe(
-          Effect.tapBoth({
-            onFailure: (error) => Effect.sync(() => record(given, clock, { status: error.code, ...(tried !== undefined ? { target: tried } : {}) })),
-            onSuccess: (done) =>
-              Effect.sync(() => {
-                let usage: Usage | undefined
-                for (const event of done.events) if (event._tag === "Usage") usage = event.usage
-                record(given, clock, { target: done.target, sessionId: done.sessionId, status: "ok", ...(usage !== undefined ? { usage } : {}) })
-              })
-          })
-        )
-      }
 
       return ModelRunner.of({ start, complete })
     })

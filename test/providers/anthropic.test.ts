@@ -6,8 +6,9 @@ import { foldEvents } from "../../src/domain/Canonical.js"
 import type { UpstreamError } from "../../src/domain/Errors.js"
 import { AnthropicProviderFactory, makeAnthropicProvider, messagesUrl } from "../../src/providers/anthropic/AnthropicProvider.js"
 import { buildMessagesRequest } from "../../src/providers/anthropic/Request.js"
-import { HttpUpstream } from "../../src/services/HttpUpstream.js"
-import type { Provider, ProviderCall, ProviderTarget } from "../../src/services/ProviderClient.js"
+import { HttpUpstream } from "../../src/providers/HttpUpstream.js"
+import type { Provider, ProviderCall, ProviderTarget } from "../../src/providers/Provider.js"
+import { streamOf, wholeOf } from "../support/ProviderCalls.js"
 import {
   events,
   type FakeMessagesUpstream,
@@ -61,9 +62,9 @@ const withProvider = <A>(f: (p: Provider) => Effect.Effect<A, UpstreamError>, cf
   )
 
 const streamed = (c: ProviderCall = call(), cfg?: ProviderConfig) =>
-  withProvider((p) => Stream.runCollect(p.stream(c)).pipe(Effect.map(Chunk.toReadonlyArray)), cfg)
+  withProvider((p) => Stream.runCollect(streamOf(p, c)).pipe(Effect.map(Chunk.toReadonlyArray)), cfg)
 
-const completed = (c: ProviderCall = call(), cfg?: ProviderConfig) => withProvider((p) => p.complete(c), cfg)
+const completed = (c: ProviderCall = call(), cfg?: ProviderConfig) => withProvider((p) => wholeOf(p, c), cfg)
 
 const ok = <A>(e: Either.Either<A, UpstreamError>): A => {
   if (Either.isLeft(e)) throw new Error(`expected success, got ${e.left.reason}: ${e.left.message}`)
@@ -107,7 +108,7 @@ describe("anthropic request", () => {
           const factory = yield* AnthropicProviderFactory
           expect(factory.type).toBe("anthropic")
           const provider = yield* factory.make("ant", config)
-          return yield* Effect.either(provider.complete(call()))
+          return yield* Effect.either(wholeOf(provider, call()))
         }).pipe(Effect.provide(HttpUpstream.layer))
       )
     )

@@ -6,8 +6,9 @@ import { foldEvents } from "../../src/domain/Canonical.js"
 import type { UpstreamError } from "../../src/domain/Errors.js"
 import { GeminiProviderFactory, generateUrl, makeGeminiProvider } from "../../src/providers/gemini/GeminiProvider.js"
 import { buildGenerateRequest, foreignCallSignature, wireContents } from "../../src/providers/gemini/Request.js"
-import { HttpUpstream } from "../../src/services/HttpUpstream.js"
-import type { Provider, ProviderCall, ProviderTarget } from "../../src/services/ProviderClient.js"
+import { HttpUpstream } from "../../src/providers/HttpUpstream.js"
+import type { Provider, ProviderCall, ProviderTarget } from "../../src/providers/Provider.js"
+import { streamOf, wholeOf } from "../support/ProviderCalls.js"
 import {
   errorBody,
   errorInfo,
@@ -62,9 +63,9 @@ const withProvider = <A>(f: (p: Provider) => Effect.Effect<A, UpstreamError>, cf
   Effect.runPromise(Effect.scoped(Effect.either(Effect.flatMap(makeGeminiProvider("gem", cfg), f)).pipe(Effect.provide(HttpUpstream.layer))))
 
 const streamed = (c: ProviderCall = call(), cfg?: ProviderConfig) =>
-  withProvider((p) => Stream.runCollect(p.stream(c)).pipe(Effect.map(Chunk.toReadonlyArray)), cfg)
+  withProvider((p) => Stream.runCollect(streamOf(p, c)).pipe(Effect.map(Chunk.toReadonlyArray)), cfg)
 
-const completed = (c: ProviderCall = call(), cfg?: ProviderConfig) => withProvider((p) => p.complete(c), cfg)
+const completed = (c: ProviderCall = call(), cfg?: ProviderConfig) => withProvider((p) => wholeOf(p, c), cfg)
 
 const ok = <A>(e: Either.Either<A, UpstreamError>): A => {
   if (Either.isLeft(e)) throw new Error(`expected success, got ${e.left.reason}: ${e.left.message}`)
@@ -129,7 +130,7 @@ describe("gemini request on the wire", () => {
           const factory = yield* GeminiProviderFactory
           expect(factory.type).toBe("gemini")
           const provider = yield* factory.make("gem", config)
-          return yield* Effect.either(provider.complete(call()))
+          return yield* Effect.either(wholeOf(provider, call()))
         }).pipe(Effect.provide(HttpUpstream.layer))
       )
     )
@@ -566,7 +567,7 @@ describe("gemini errors", () => {
     const [first] = generateChunks({ text: ["partial", "rest"], complete: false })
     up.script({ kind: "sse", chunks: [first, errorBody(503, "UNAVAILABLE", "SECRET The model is overloaded.")] })
     const collected: Array<ModelEvent> = []
-    const result = await withProvider((p) => Stream.runForEach(p.stream(call()), (e) => Effect.sync(() => void collected.push(e))))
+    const result = await withProvider((p) => Stream.runForEach(streamOf(p, call()), (e) => Effect.sync(() => void collected.push(e))))
     const e = err(result)
     expect(e.reason).toBe("overloaded")
     expect(e.message).not.toContain("SECRET")

@@ -5,7 +5,8 @@ import { foldEvents } from "../../src/domain/Canonical.js"
 import { UpstreamError } from "../../src/domain/Errors.js"
 import { chunkText, MockProviderFactory, sampleFromSchema } from "../../src/providers/mock/MockProvider.js"
 import { parseScript } from "../../src/providers/mock/Script.js"
-import type { ProviderCall } from "../../src/services/ProviderClient.js"
+import type { ProviderCall } from "../../src/providers/Provider.js"
+import { streamOf } from "../support/ProviderCalls.js"
 
 const request = (messages: ReadonlyArray<Message>, extra: Partial<CanonicalRequest> = {}): CanonicalRequest => ({
   system: [],
@@ -27,7 +28,7 @@ const call = (text: string, extra: Partial<CanonicalRequest> = {}): ProviderCall
 })
 
 const stream = (c: ProviderCall) =>
-  Effect.flatMap(MockProviderFactory.make("m", { type: "mock" }), (provider) => Effect.succeed(provider.stream(c)))
+  Effect.flatMap(MockProviderFactory.make("m", { type: "mock" }), (provider) => Effect.succeed(streamOf(provider, c)))
 
 const collect = (c: ProviderCall) =>
   Effect.flatMap(stream(c), (s) => Stream.runCollect(s)).pipe(Effect.map(Chunk.toReadonlyArray))

@@ -2,8 +2,8 @@ import { Effect, Redacted } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
-import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
-import { sourceStream, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
+import { HttpUpstream, type UpstreamResponse } from "../HttpUpstream.js"
+import { wholeSource, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../Provider.js"
 import { sseSource } from "../Sse.js"
 import { parseJson, retryAfterOf, statusError, transportError, wholeText } from "../Upstream.js"
 import { defaultBetas, upstreamBetas } from "./Betas.js"
@@ -101,7 +101,7 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
 
     // the whole answer in one suspension (HttpUpstream.postWhole)
     const complete = (call: ProviderCall): Effect.Effect<ReadonlyArray<ModelEvent>, UpstreamError> =>
-      Effect.flatMap(wholeText(name, upstream.postWhole(requestOf({ ...call, request: { ...call.request, stream: false } })), statusFailure), (text) => {
+      Effect.flatMap(wholeText(name, upstream.postWhole(requestOf(call)), statusFailure), (text) => {
         const body = parseJson(text)
         if (body === undefined) return Effect.fail(badResponse("the answer is not JSON"))
         const wire = readWireError(body)
@@ -110,9 +110,9 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
         return result._tag === "Events" ? Effect.succeed(result.events) : Effect.fail(badResponse(result.message))
       })
 
-    const source = (call: ProviderCall): AnswerSource => {
+    const streamed = (call: ProviderCall): AnswerSource => {
       const state = initialStreamState()
-      return sseSource(send({ ...call, request: { ...call.request, stream: true } }), transportError(name), {
+      return sseSource(send(call), transportError(name), {
         frame: (frame) => {
           const data = parseJson(frame.data)
           if (data === undefined) return badResponse("a stream event is not JSON")
@@ -135,8 +135,8 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
       })
     }
 
-    // the upstream request's abort timer ends a stream at the deadline (HttpUpstream)
-    const provider: Provider = { stream: (call) => sourceStream(source(call)), source, complete, enforcesDeadline: true }
+    // a streamed answer or one non-streamed call; the upstream request's abort timer ends either at the deadline
+    const provider: Provider = { open: (call) => (call.request.stream ? streamed(call) : wholeSource(complete(call))) }
     return provider
   })
 

@@ -9,7 +9,7 @@ import type {
   ToolChoice,
   ToolResultPart
 } from "../../domain/Canonical.js"
-import type { ProviderTarget } from "../../services/ProviderClient.js"
+import type { ProviderTarget } from "../Provider.js"
 import { parseDataUrl } from "../DataUrl.js"
 import { parseJsonText } from "../../domain/JsonDepth.js"
 

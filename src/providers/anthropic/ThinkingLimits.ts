@@ -1,5 +1,5 @@
 import type { CanonicalRequest, Sampling, TextPart } from "../../domain/Canonical.js"
-import type { ProviderTarget } from "../../services/ProviderClient.js"
+import type { ProviderTarget } from "../Provider.js"
 import { thinkingBudget } from "./Request.js"
 
 /**

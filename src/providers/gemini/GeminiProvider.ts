@@ -2,8 +2,8 @@ import { Effect, Redacted } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
-import { HttpUpstream, type UpstreamResponse } from "../../services/HttpUpstream.js"
-import { sourceStream, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
+import { HttpUpstream, type UpstreamResponse } from "../HttpUpstream.js"
+import { wholeSource, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../Provider.js"
 import { sseSource } from "../Sse.js"
 import { parseJson, retryAfterOf, statusError, transportError, wholeText } from "../Upstream.js"
 import { buildGenerateRequest } from "./Request.js"
@@ -116,7 +116,7 @@ export const makeGeminiProvider = (name: string, config: ProviderConfig) =>
         }
       })
 
-    const source = (call: ProviderCall): AnswerSource => {
+    const streamed = (call: ProviderCall): AnswerSource => {
       const state = initialStreamState()
       // read to the end: the chunk with finishReason may be followed by one with the final usage
       return sseSource(send(call, "streamGenerateContent"), transportError(name), {
@@ -138,8 +138,8 @@ export const makeGeminiProvider = (name: string, config: ProviderConfig) =>
       })
     }
 
-    // the upstream request's abort timer ends a stream at the deadline (HttpUpstream)
-    const provider: Provider = { stream: (call) => sourceStream(source(call)), source, complete, enforcesDeadline: true }
+    // a streamed answer or one non-streamed call; the upstream request's abort timer ends either at the deadline
+    const provider: Provider = { open: (call) => (call.request.stream ? streamed(call) : wholeSource(complete(call))) }
     return provider
   })
 

@@ -2,7 +2,7 @@ import { Chunk, Duration, Effect, Option, Stream } from "effect"
 import type { CanonicalRequest, FinishReason, JsonSchema, Message, ToolCall, ToolResultPart, Usage } from "../../domain/Canonical.js"
 import { ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
-import { completeFromStream, type Provider, type ProviderCall, type ProviderFactory } from "../../services/ProviderClient.js"
+import { streamSource, type ProviderCall, type ProviderFactory } from "../Provider.js"
 import { mockErrors, parseScript, type MockErrorKind, type Script } from "./Script.js"
 
 /** Characters (code points) per streamed delta. */
@@ -197,10 +197,7 @@ const noParams: ReadonlyArray<string> = []
  */
 export const MockProviderFactory: ProviderFactory = {
   type: "mock",
-  make: (name) => {
-    const stream: Provider["stream"] = (call) => Stream.suspend(() => respond(name, call))
-    return Effect.succeed<Provider>({ stream, complete: completeFromStream(stream) })
-  },
+  make: (name) => Effect.succeed({ open: (call) => streamSource(Stream.suspend(() => respond(name, call)), call) }),
   // the mock reads no sampling param, so it refuses none
   refusedParams: () => noParams
 }

@@ -1,5 +1,5 @@
 import type { CanonicalRequest, Message, ToolChoice } from "../../domain/Canonical.js"
-import type { ProviderTarget } from "../../services/ProviderClient.js"
+import type { ProviderTarget } from "../Provider.js"
 
 /** Chat-completions wire request built from a canonical request (the `openai` provider type). */
 

@@ -7,7 +7,7 @@ import { Context, Effect, Either, Exit, Layer, Scope } from "effect"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { HttpUpstream } from "../../src/services/HttpUpstream.js"
+import { HttpUpstream } from "../../src/providers/HttpUpstream.js"
 
 let server: Server
 let url: string
