@@ -1,7 +1,8 @@
-import { Effect, Stream } from "effect"
+import { Effect } from "effect"
 import { foldEvents, ModelEvent, type StructuredOutput } from "../domain/Canonical.js"
 import type { GatewayError } from "../domain/Errors.js"
 import { resolveStructured } from "../domain/Structured.js"
+import { drainPull } from "../providers/Provider.js"
 import { replayed, type StartedRun } from "../services/ModelRunner.js"
 
 /**
@@ -12,8 +13,8 @@ import { replayed, type StartedRun } from "../services/ModelRunner.js"
  */
 export const holdStructured = (run: StartedRun, structured: StructuredOutput | undefined): Effect.Effect<StartedRun, GatewayError> => {
   if (structured === undefined) return Effect.succeed(run)
-  return Effect.flatMap(Stream.runCollect(run.events), (chunk) => {
-    const resolved = resolveStructured(foldEvents(chunk), structured)
+  return Effect.flatMap(drainPull(run.pull), (all) => {
+    const resolved = resolveStructured(foldEvents(all), structured)
     if (resolved._tag === "error") return Effect.fail(resolved.error)
     const answer = resolved.result.answer
     const events: Array<ModelEvent> = []

@@ -1,4 +1,4 @@
-import { Chunk, Clock, Context, Effect, Exit, Layer, Option, Scope, Stream, type Tracer } from "effect"
+import { Chunk, Clock, Context, Effect, Exit, Layer, Option, Scope, type Tracer } from "effect"
 import { Settings } from "../Config.js"
 import { emptyUsage, samplingParamNames, type CanonicalRequest, type ModelEvent, type Sampling, type Usage } from "../domain/Canonical.js"
 import { Errors, toGatewayError, type GatewayError, UpstreamError } from "../domain/Errors.js"
@@ -21,12 +21,10 @@ export interface StartedRun {
   /** sampling params left out because the model does not take them */
   readonly droppedParams: ReadonlyArray<string>
   /**
-   * every event, the first included, failing with the protocol-neutral GatewayError. A single
-   * answer written as it comes is read with `pull` (no stream stages between the provider and the
-   * socket); `events` is the same as a Stream, for merging and folding. Read one of them, once.
+   * every event, the first included, failing with the protocol-neutral GatewayError: read it to
+   * the socket with no stream stages between (or as a Stream where runs are merged), once
    */
   readonly pull: EventPull
-  readonly events: Stream.Stream<ModelEvent, GatewayError>
 }
 
 /** A started run whose events are these, in one chunk (an answer held back and replayed). */
@@ -38,7 +36,7 @@ export const replayed = (run: StartedRun, events: ReadonlyArray<ModelEvent>): St
     left = undefined
     return Effect.succeed(chunk)
   })
-  return { ...run, pull, events: Stream.fromIterable(events) }
+  return { ...run, pull }
 }
 
 /** A whole model answer for a caller that does not stream: its events, in order. */
@@ -323,7 +321,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             Scope.addFinalizer(scope, release(call)),
             Effect.map(open(call, firstChunk), (first): StartedRun => {
               const pull = tracked(call, first)
-              return { target: call.target as ProviderTarget, sessionId: call.sessionId as string, droppedParams: call.dropped, pull, events: Stream.repeatEffectChunkOption(pull) }
+              return { target: call.target as ProviderTarget, sessionId: call.sessionId as string, droppedParams: call.dropped, pull }
             })
           )
         })

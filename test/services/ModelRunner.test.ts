@@ -96,7 +96,7 @@ layer(runnerLayer(config, scriptedProviders(script)))("ModelRunner", (it) => {
       const run = yield* start("b/ok")
       expect(run.target.id).toBe("b/ok")
       expect(run.sessionId).toMatch(/^ses_[0-9a-f]{32}$/)
-      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(run.events))).toEqual(okEvents)
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(Stream.repeatEffectChunkOption(run.pull)))).toEqual(okEvents)
       expect(yield* calledIds).toEqual(["b/ok"])
     })
   )
@@ -109,7 +109,7 @@ layer(runnerLayer(config, scriptedProviders(script)))("ModelRunner", (it) => {
           Effect.gen(function* () {
             const run = yield* start(`fallback-${reason}`)
             expect(run.target.id).toBe("b/ok")
-            return yield* Stream.runCollect(run.events)
+            return yield* Stream.runCollect(Stream.repeatEffectChunkOption(run.pull))
           })
         )
         expect(Chunk.toReadonlyArray(events)).toEqual(okEvents)
@@ -143,7 +143,7 @@ layer(runnerLayer(config, scriptedProviders(script)))("ModelRunner", (it) => {
       yield* takeCalls
       const run = yield* start("midway")
       expect(run.target.id).toBe("a/midway")
-      const results = Chunk.toReadonlyArray(yield* Stream.runCollect(Stream.either(run.events)))
+      const results = Chunk.toReadonlyArray(yield* Stream.runCollect(Stream.either(Stream.repeatEffectChunkOption(run.pull))))
       expect(results).toEqual([Either.right(ModelEvent.text("partial")), Either.left(expect.objectContaining({ _tag: "GatewayError", status: 502, code: "upstream_error" }))])
       expect(yield* calledIds).toEqual(["a/midway"])
     })
@@ -229,7 +229,7 @@ layer(runnerLayer(config, scriptedProviders(script)))("ModelRunner", (it) => {
   it.scoped("the deadline also bounds the events after the first one (TestClock)", () =>
     Effect.gen(function* () {
       const run = yield* start("slow/slow-after-first")
-      const fiber = yield* Effect.fork(Stream.runCollect(Stream.either(run.events)))
+      const fiber = yield* Effect.fork(Stream.runCollect(Stream.either(Stream.repeatEffectChunkOption(run.pull))))
       yield* awaitSleeps(2)
       yield* TestClock.adjust("1 second")
       const results = Chunk.toReadonlyArray(yield* Fiber.join(fiber))

@@ -1,19 +1,18 @@
-import { Effect, Either, Stream } from "effect"
-import { addUsage, emptyUsage, foldEvents, type Answer, type ModelEvent } from "../../domain/Canonical.js"
+import { Effect, Either } from "effect"
+import type { ModelEvent } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
-import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
+import { withRespondTool } from "../../domain/Structured.js"
 import { estimateTokens, geminiCalibration } from "../../domain/TokenEstimate.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { encodedPull, writePulled, writeStream } from "../../http/Writer.js"
 import { Catalog, type ModelEntry } from "../../services/Catalog.js"
 import { ModelRunner, type RunOptions } from "../../services/ModelRunner.js"
 import { decodeAt } from "../Decode.js"
-import { holdStructured } from "../HeldBack.js"
+import { writeAnswer, type RunFacts } from "../Answer.js"
 import { makeFileResolver } from "../FileParts.js"
 import { fetchEach, makeRemoteParts } from "../RemoteParts.js"
 import { makeStopFilter } from "../StopSequences.js"
 import { decodeGemini, fileUris, refuse, type DecodedGemini } from "./Decode.js"
-import { arrayForm, makeCandidateEncoder, newResponseId, responseBody, sseForm, usageChunk, type GeminiMeta, type StreamItem } from "./Encode.js"
+import { arrayForm, makeCandidateEncoder, newResponseId, responseBody, sseForm, usageChunk, type GeminiMeta, type StreamForm } from "./Encode.js"
 import { isModelMethod, parseModelAction, parseModelName } from "./Path.js"
 import { camelKeys, CountTokensRequest, GenerateContentRequest } from "./Schema.js"
 
@@ -27,7 +26,7 @@ const bodyObject = (body: unknown): Effect.Effect<Record<string, unknown>, Gatew
     : Effect.fail(Errors.invalidRequest("invalid_argument", "The request body must be a JSON object"))
 
 /** Response headers of a model answer: every candidate's session, and the params left out. */
-const runHeaders = (runs: ReadonlyArray<{ readonly sessionId: string; readonly droppedParams: ReadonlyArray<string> }>): Record<string, string> => {
+const runHeaders = (runs: ReadonlyArray<RunFacts>): Record<string, string> => {
   const headers: Record<string, string> = { "x-gateway-session": runs.map((r) => r.sessionId).join(",") }
   const dropped = [...new Set(runs.flatMap((r) => r.droppedParams))]
   if (dropped.length > 0) headers["x-gateway-dropped-params"] = dropped.join(",")
@@ -70,92 +69,52 @@ export const geminiRoutes = Effect.gen(function* () {
     ...(decoded.reasoning !== undefined ? { resolve: { reasoningEffort: decoded.reasoning.level, nearestAbove: decoded.reasoning.nearestAbove } } : {})
   })
 
-  const generate = (ctx: RequestContext, model: string) =>
-    Effect.gen(function* () {
-      const decoded = yield* decode(yield* bodyObject(yield* ctx.json), ctx, false)
-      const options = runOptions(model, decoded, ctx)
-      const indexes = Array.from({ length: decoded.candidateCount }, (_, i) => i)
-      // one independent call per candidate, run together; the first failure interrupts the others
-      const runs = yield* Effect.forEach(indexes, () => runner.complete(options), { concurrency: indexes.length > 1 ? "unbounded" : 1 })
-      const answers: Array<Answer> = []
-      let fallback = false
-      for (const run of runs) {
-        let answer = foldEvents(run.events.flatMap(candidateEvents(decoded)))
-        if (decoded.request.structured !== undefined) {
-          const resolved = resolveStructured(answer, decoded.request.structured)
-          if (resolved._tag === "error") return yield* resolved.error
-          answer = resolved.result.answer
-          fallback ||= resolved.result.fallback
+  /** `:generateContent` (whole) and `:streamGenerateContent` (SSE or a JSON array): one call per candidate. */
+  const answer = (ctx: RequestContext, model: string, decoded: DecodedGemini, form: () => StreamForm) => {
+    const meta: GeminiMeta = { modelVersion: model, responseId: newResponseId(), multi: decoded.candidateCount > 1 }
+    return writeAnswer(runner, {
+      ctx,
+      run: runOptions(model, decoded, ctx),
+      n: decoded.candidateCount,
+      filter: () => candidateEvents(decoded),
+      headers: runHeaders,
+      whole: (answers, usage) => Effect.succeed(responseBody(meta, answers, usage)),
+      stream: () => {
+        const body = form()
+        return {
+          contentType: body.contentType,
+          start: body.open,
+          run: (index) => {
+            const encoder = makeCandidateEncoder(meta, index)
+            return {
+              event: (event) => {
+                let text = ""
+                for (const item of encoder.event(event)) text += body.item(item)
+                return text
+              },
+              end: () => body.item(encoder.end())
+            }
+          },
+          // several candidates: a last chunk with their summed usage
+          end: (usage) => Effect.succeed((meta.multi ? body.item(usageChunk(meta, usage)) : "") + body.close),
+          error: body.error
         }
-        answers.push(answer)
       }
-      const usage = answers.reduce((sum, a) => addUsage(sum, a.usage), emptyUsage)
-      const meta: GeminiMeta = { modelVersion: model, responseId: newResponseId(), multi: decoded.candidateCount > 1 }
-      const headers = runHeaders(runs)
-      if (fallback) headers["x-gateway-structured-fallback"] = "text"
-      return Reply.json(responseBody(meta, answers, usage), { headers })
     })
+  }
+
+  const generate = (ctx: RequestContext, model: string) =>
+    Effect.flatMap(
+      Effect.flatMap(ctx.json, (body) => Effect.flatMap(bodyObject(body), (wire) => decode(wire, ctx, false))),
+      (decoded) => answer(ctx, model, decoded, sseForm)
+    )
 
   const streamGenerate = (ctx: RequestContext, model: string) =>
     Effect.gen(function* () {
       const alt = ctx.query.get("alt")
       if (alt !== null && alt !== "sse" && alt !== "json") return yield* refuse("alt", "must be sse or json")
       const decoded = yield* decode(yield* bodyObject(yield* ctx.json), ctx, true)
-      const options = runOptions(model, decoded, ctx)
-      const indexes = Array.from({ length: decoded.candidateCount }, (_, i) => i)
-      const meta: GeminiMeta = { modelVersion: model, responseId: newResponseId(), multi: decoded.candidateCount > 1 }
-      return yield* Effect.scoped(
-        Effect.gen(function* () {
-          // every candidate has its first event (or failed) before anything is written: a failure is an HTTP error
-          // (one candidate runs in this fiber: an unbounded forEach forks two fibers even for one element)
-          const runs = yield* Effect.forEach(indexes, () => Effect.flatMap(runner.start(options), (run) => holdStructured(run, decoded.request.structured)), {
-            concurrency: indexes.length > 1 ? "unbounded" : 1
-          })
-          const form = alt === "sse" ? sseForm() : arrayForm()
-          const headers = { ...runHeaders(runs), ...ctx.idHeaders, "content-type": form.contentType, "cache-control": "no-cache" }
-          if (runs.length === 1) {
-            // one candidate: its pull straight to the socket, no stream stages
-            const encoder = makeCandidateEncoder(meta, 0)
-            const events = candidateEvents(decoded)
-            const body = encodedPull(runs[0].pull, {
-              start: form.open,
-              encode: (chunk) => {
-                let text = ""
-                for (const event of chunk) for (const candidate of events(event)) for (const item of encoder.event(candidate)) text += form.item(item)
-                return text
-              },
-              end: Effect.sync(() => form.item(encoder.end()) + form.close),
-              error: form.error
-            })
-            yield* writePulled(ctx.response, 200, headers, body)
-            return Reply.written
-          }
-          let usage = emptyUsage
-          const perCandidate = runs.map((run, index) => {
-            const encoder = makeCandidateEncoder(meta, index)
-            const events = candidateEvents(decoded)
-            return run.events.pipe(
-              Stream.mapConcat((event) => events(event).flatMap(encoder.event)),
-              Stream.concat(
-                Stream.sync(() => {
-                  usage = addUsage(usage, encoder.usage())
-                  return encoder.end()
-                })
-              )
-            )
-          })
-          const items: Stream.Stream<StreamItem, GatewayError> = Stream.mergeAll(perCandidate, { concurrency: "unbounded" }).pipe(
-            Stream.concat(Stream.sync(() => usageChunk(meta, usage)))
-          )
-          const body = Stream.make(form.open).pipe(
-            Stream.concat(Stream.map(items, form.item)),
-            Stream.concat(Stream.sync(() => form.close)),
-            Stream.catchAll((error) => Stream.make(form.error(error)))
-          )
-          yield* writeStream(ctx.response, 200, headers, body)
-          return Reply.written
-        })
-      )
+      return yield* answer(ctx, model, decoded, alt === "sse" ? sseForm : arrayForm)
     })
 
   /** An estimate of the input the request would send, with the refusals a real request gets. */

@@ -1,14 +1,13 @@
-import { Effect, Either, Stream } from "effect"
+import { Effect, Either } from "effect"
 import { Settings } from "../../Config.js"
-import { foldEvents, type CanonicalRequest, type ModelEvent } from "../../domain/Canonical.js"
-import { resolveStructured, withRespondTool } from "../../domain/Structured.js"
+import type { CanonicalRequest, ModelEvent } from "../../domain/Canonical.js"
+import { withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { encodedPull, writePulled, writeStream } from "../../http/Writer.js"
 import { estimateTokens, messagesCalibration } from "../../domain/TokenEstimate.js"
 import { Catalog } from "../../services/Catalog.js"
-import { ModelRunner, type StartedRun } from "../../services/ModelRunner.js"
+import { ModelRunner } from "../../services/ModelRunner.js"
 import { decodeBody } from "../Decode.js"
-import { holdStructured } from "../HeldBack.js"
+import { writeAnswer, type RunFacts } from "../Answer.js"
 import { makeStopFilter } from "../StopSequences.js"
 import { makeFileResolver } from "../FileParts.js"
 import { decodeMessages, messagesFileRefs, type DecodedMessages } from "./Decode.js"
@@ -38,7 +37,7 @@ const firstCallOnly = () => {
 }
 
 /** Headers of a Messages answer that depend on the run. */
-const runHeaders = (decoded: DecodedMessages, run: Pick<StartedRun, "sessionId" | "droppedParams" | "target">): Record<string, string> => {
+const runHeaders = (decoded: DecodedMessages, run: RunFacts): Record<string, string> => {
   const headers: Record<string, string> = { "x-gateway-session": run.sessionId }
   if (run.droppedParams.length > 0) headers["x-gateway-dropped-params"] = run.droppedParams.join(",")
   // thinking asked for, but the model has no variant to think with: it runs without thinking
@@ -72,65 +71,35 @@ export const messagesRoutes = Effect.gen(function* () {
       }
       const meta = { id: newMessageId(), model: wire.model, thinking: decoded.thinking }
 
-      if (!stream) {
-        const done = yield* runner.complete(runOptions)
-        const stops = makeStopFilter(decoded.stopSequences)
-        const limit = firstCallOnly()
-        const rewrite = rewriteReasoning(makePlaceholderRewriter(knownCallIds(decoded.request)))
-        const events = done.events
-          .map(rewrite)
-          .flatMap((e) => (decoded.request.parallelToolCalls ? [e] : limit(e)))
-          .flatMap(stops.event)
-        let answer = foldEvents(events)
-        const headers = runHeaders(decoded, done)
-        if (decoded.request.structured !== undefined) {
-          const resolved = resolveStructured(answer, decoded.request.structured)
-          if (resolved._tag === "error") return yield* resolved.error
-          answer = resolved.result.answer
-          if (resolved.result.fallback) headers["x-gateway-structured-fallback"] = "text"
-        }
-        return Reply.json(messageBody(meta, answer, stops.matched()), { headers })
+      // the events the client sees: tool ids in reasoning rewritten, one call at most without parallel
+      // tool use, and cut at a stop sequence the gateway matched
+      const stops = makeStopFilter(decoded.stopSequences)
+      const limit = firstCallOnly()
+      const rewrite = rewriteReasoning(makePlaceholderRewriter(knownCallIds(decoded.request)))
+      const filter = (event: ModelEvent): ReadonlyArray<ModelEvent> => {
+        const rewritten = rewrite(event)
+        const allowed = decoded.request.parallelToolCalls ? [rewritten] : limit(rewritten)
+        return allowed.length === 1 ? stops.event(allowed[0]) : allowed.flatMap(stops.event)
       }
-
-      return yield* Effect.scoped(
-        Effect.gen(function* () {
-          const run = yield* runner.start(runOptions)
+      return yield* writeAnswer(runner, {
+        ctx,
+        run: runOptions,
+        filter: () => filter,
+        headers: (runs) => runHeaders(decoded, runs[0]),
+        whole: (answers) => Effect.succeed(messageBody(meta, answers[0], stops.matched())),
+        stream: () => {
           const encoder = makeMessageEncoder(meta)
-          // a structured answer that is missing is, on this stream, an error event after message_start
-          const held = yield* Effect.either(holdStructured(run, decoded.request.structured))
-          if (held._tag === "Left") {
-            const headers = { ...runHeaders(decoded, run), ...ctx.idHeaders, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" }
-            yield* writeStream(ctx.response, 200, headers, Stream.make(encoder.start() + errorEvent(held.left)))
-            return Reply.written
-          }
-          const started = held.right
-          const stops = makeStopFilter(decoded.stopSequences)
-          const limit = firstCallOnly()
-          const rewrite = rewriteReasoning(makePlaceholderRewriter(knownCallIds(decoded.request)))
-          const body = encodedPull(started.pull, {
+          return {
+            contentType: "text/event-stream; charset=utf-8",
             start: encoder.start(),
-            encode: (chunk) => {
-              let text = ""
-              for (const event of chunk) {
-                const rewritten = rewrite(event)
-                for (const allowed of decoded.request.parallelToolCalls ? [rewritten] : limit(rewritten)) {
-                  for (const kept of stops.event(allowed)) text += encoder.event(kept)
-                }
-              }
-              return text
-            },
-            end: Effect.sync(() => encoder.end(stops.matched())),
-            error: errorEvent
-          })
-          yield* writePulled(
-            ctx.response,
-            200,
-            { ...runHeaders(decoded, started), ...ctx.idHeaders, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
-            body
-          )
-          return Reply.written
-        })
-      )
+            run: () => ({ event: encoder.event }),
+            end: () => Effect.sync(() => encoder.end(stops.matched())),
+            error: errorEvent,
+            // a structured answer that is missing is, on this stream, an error event after message_start
+            missingStructuredInStream: true
+          }
+        }
+      })
     })
 
   /** An estimate of the input the request would send, with the refusals a real request gets. */

@@ -1,15 +1,14 @@
 import { Effect, Either, Option } from "effect"
 import { Settings } from "../../Config.js"
-import { foldEvents, type Answer, type CanonicalRequest } from "../../domain/Canonical.js"
+import type { CanonicalRequest } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
-import { resolveStructured, respondToolName, withRespondTool } from "../../domain/Structured.js"
+import { respondToolName, withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { encodedPull, writePulled } from "../../http/Writer.js"
 import { ItemMemory } from "../../services/ItemMemory.js"
 import { ModelRunner } from "../../services/ModelRunner.js"
 import { ResponseStore } from "../../services/ResponseStore.js"
 import { decodeBody } from "../Decode.js"
-import { holdStructured } from "../HeldBack.js"
+import { writeAnswer } from "../Answer.js"
 import { makeFileResolver } from "../FileParts.js"
 import { fetchEach, makeRemoteParts } from "../RemoteParts.js"
 import { makeEncoder } from "./Events.js"
@@ -170,45 +169,36 @@ export const responsesRoutes = Effect.gen(function* () {
         ...(canonical.reasoningEffort !== undefined ? { resolve: { reasoningEffort: canonical.reasoningEffort } } : {})
       }
 
-      if (!canonical.stream) {
-        const done = yield* runner.complete(runOptions)
-        let answer: Answer = foldEvents(done.events)
-        const headers: Record<string, string> = { ...prepared.headers, "x-gateway-session": done.sessionId }
-        if (done.droppedParams.length > 0) headers["x-gateway-dropped-params"] = done.droppedParams.join(",")
-        if (canonical.structured !== undefined) {
-          const resolved = resolveStructured(answer, canonical.structured)
-          if (resolved._tag === "error") return yield* resolved.error
-          answer = resolved.result.answer
-          if (resolved.result.fallback) headers["x-gateway-structured-fallback"] = "text"
-        }
-        const output = outputItems(answer, plan, options)
-        const status = incompleteReason(answer.finishReason) !== undefined ? "incomplete" : "completed"
-        const response = responseObject(frame, { status, output, usage: answer.usage, finish: answer.finishReason })
-        yield* keep(ctx, prepared, response, output)
-        return Reply.json(response, { headers })
-      }
-
-      return yield* Effect.scoped(
-        Effect.gen(function* () {
-          const started = yield* Effect.flatMap(runner.start(runOptions), (s) => holdStructured(s, canonical.structured))
+      return yield* writeAnswer(runner, {
+        ctx,
+        run: runOptions,
+        headers: (runs) => {
+          const headers: Record<string, string> = { ...prepared.headers, "x-gateway-session": runs[0].sessionId }
+          if (runs[0].droppedParams.length > 0) headers["x-gateway-dropped-params"] = runs[0].droppedParams.join(",")
+          return headers
+        },
+        whole: ([answer]) => {
+          const output = outputItems(answer, plan, options)
+          const status = incompleteReason(answer.finishReason) !== undefined ? "incomplete" : "completed"
+          const response = responseObject(frame, { status, output, usage: answer.usage, finish: answer.finishReason })
+          return Effect.as(keep(ctx, prepared, response, output), response)
+        },
+        stream: () => {
           const encoder = makeEncoder({ plan, ...options })
-          const inProgress = responseObject(frame, { status: "in_progress" })
-          const finish = Effect.suspend(() => {
-            const closed = encoder.close()
-            const status = incompleteReason(closed.finish) !== undefined ? "incomplete" : "completed"
-            const response = responseObject(frame, { status, output: closed.output, usage: closed.usage, finish: closed.finish })
-            return keep(ctx, prepared, response, closed.output).pipe(
-              Effect.as(closed.frames + encoder.terminal(status === "incomplete" ? "response.incomplete" : "response.completed", response))
-            )
-          })
-          const body = encodedPull(started.pull, {
-            start: encoder.start(inProgress),
-            encode: (chunk) => {
-              let text = ""
-              for (const event of chunk) text += encoder.event(event)
-              return text
-            },
-            end: finish,
+          return {
+            contentType: "text/event-stream; charset=utf-8",
+            start: encoder.start(responseObject(frame, { status: "in_progress" })),
+            run: () => ({ event: encoder.event }),
+            // the answer is stored before `response.completed` is sent
+            end: () =>
+              Effect.suspend(() => {
+                const closed = encoder.close()
+                const status = incompleteReason(closed.finish) !== undefined ? "incomplete" : "completed"
+                const response = responseObject(frame, { status, output: closed.output, usage: closed.usage, finish: closed.finish })
+                return keep(ctx, prepared, response, closed.output).pipe(
+                  Effect.as(closed.frames + encoder.terminal(status === "incomplete" ? "response.incomplete" : "response.completed", response))
+                )
+              }),
             error: (error) => {
               const closed = encoder.close()
               return (
@@ -216,19 +206,9 @@ export const responsesRoutes = Effect.gen(function* () {
                 encoder.terminal("response.failed", responseObject(frame, { status: "failed", output: closed.output, error: { code: error.code, message: error.message } }))
               )
             }
-          })
-          const headers: Record<string, string> = {
-            ...prepared.headers,
-            ...ctx.idHeaders,
-            "x-gateway-session": started.sessionId,
-            "content-type": "text/event-stream; charset=utf-8",
-            "cache-control": "no-cache"
           }
-          if (started.droppedParams.length > 0) headers["x-gateway-dropped-params"] = started.droppedParams.join(",")
-          yield* writePulled(ctx.response, 200, headers, body)
-          return Reply.written
-        })
-      )
+        }
+      })
     })
 
   const idOf = (path: string, suffix = ""): Readonly<Record<string, string>> | undefined => {

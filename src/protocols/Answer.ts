@@ -1,0 +1,162 @@
+import { Chunk, Effect, Either, Stream } from "effect"
+import { addUsage, emptyUsage, foldEvents, type Answer, type ModelEvent, type Usage } from "../domain/Canonical.js"
+import type { GatewayError } from "../domain/Errors.js"
+import { resolveStructured } from "../domain/Structured.js"
+import { Reply, type RequestContext, type Written } from "../http/Route.js"
+import { encodedPull, writePulled, writeStream } from "../http/Writer.js"
+import type { ModelRunner, RunOptions, StartedRun } from "../services/ModelRunner.js"
+import { holdStructured } from "./HeldBack.js"
+
+/**
+ * The one answer writer of the model protocols. A protocol says how its answer looks — a JSON body
+ * from folded answers, or a stream encoder — and this writes it: one run or several (choices,
+ * candidates) merged, structured answers held back and resolved, JSON, SSE or JSON-array bodies.
+ */
+
+/** What a protocol knows of the runs behind an answer (for its headers). */
+export type RunFacts = Pick<StartedRun, "target" | "sessionId" | "droppedParams">
+
+/** A run's events as the protocol shows them (stop sequences, rewrites): 0, 1 or more per event. */
+export type EventFilter = (event: ModelEvent) => ReadonlyArray<ModelEvent>
+
+/** The encoder of one run of a streamed answer. */
+export interface RunEncoder {
+  /** the text of one event (may be empty) */
+  readonly event: (event: ModelEvent) => string
+  /** the text after the run's last event */
+  readonly end?: () => string
+}
+
+/** How a protocol streams an answer. */
+export interface StreamEncoder {
+  readonly contentType: string
+  /** written with the first events */
+  readonly start: string
+  /** the encoder of run `index` */
+  readonly run: (index: number) => RunEncoder
+  /** the text after every run ended (`usage`: summed over the runs); it may store the answer first */
+  readonly end: (usage: Usage) => Effect.Effect<string, GatewayError>
+  /** a failure after the status was sent, as the body's last frame */
+  readonly error: (error: GatewayError) => string
+  /** a structured answer found missing is an error event after `start` (Messages), not an HTTP error */
+  readonly missingStructuredInStream?: boolean
+}
+
+/** How a protocol answers one model request. */
+export interface AnswerSpec {
+  readonly ctx: RequestContext
+  readonly run: RunOptions
+  /** independent answers to the same request (choices, candidates); 1 when absent */
+  readonly n?: number
+  /** a fresh filter per run, applied to both forms before encoding or folding */
+  readonly filter?: (index: number) => EventFilter
+  /** the answer's headers from its runs */
+  readonly headers: (runs: ReadonlyArray<RunFacts>) => Record<string, string>
+  /** the JSON body of the whole answer: one folded (and resolved) answer per run, usage summed */
+  readonly whole: (answers: ReadonlyArray<Answer>, usage: Usage) => Effect.Effect<unknown, GatewayError>
+  /** the stream encoder (built only for a streamed answer) */
+  readonly stream: () => StreamEncoder
+}
+
+const sumUsage = (usages: ReadonlyArray<Usage>): Usage => (usages.length === 1 ? usages[0] : usages.reduce(addUsage, emptyUsage))
+
+/** Write the answer `spec` describes: whole when its request does not stream, else as events come. */
+export const writeAnswer = (runner: ModelRunner["Type"], spec: AnswerSpec): Effect.Effect<Reply | Written, GatewayError> =>
+  spec.run.request.stream ? streamed(runner, spec) : whole(runner, spec)
+
+const whole = (runner: ModelRunner["Type"], spec: AnswerSpec) => {
+  const n = spec.n ?? 1
+  const complete = runner.complete(spec.run)
+  const structured = spec.run.request.structured
+  // one run in this fiber: an unbounded forEach forks two fibers even for one element
+  return Effect.flatMap(Effect.forEach(Array.from({ length: n }), () => complete, { concurrency: n > 1 ? "unbounded" : 1 }), (runs) => {
+    const answers: Array<Answer> = []
+    let fallback = false
+    for (let index = 0; index < runs.length; index++) {
+      const filter = spec.filter?.(index)
+      let answer = foldEvents(filter === undefined ? runs[index].events : runs[index].events.flatMap(filter))
+      if (structured !== undefined) {
+        const resolved = resolveStructured(answer, structured)
+        if (resolved._tag === "error") return Effect.fail(resolved.error)
+        answer = resolved.result.answer
+        fallback ||= resolved.result.fallback
+      }
+      answers.push(answer)
+    }
+    const headers = spec.headers(runs)
+    if (fallback) headers["x-gateway-structured-fallback"] = "text"
+    return Effect.map(spec.whole(answers, sumUsage(answers.map((a) => a.usage))), (body) => Reply.json(body, { headers }))
+  })
+}
+
+const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const { ctx } = spec
+      const n = spec.n ?? 1
+      const encoder = spec.stream()
+      const structured = spec.run.request.structured
+      // every run has its first events (or failed) before anything is written: a failure is an HTTP error
+      const started = yield* Effect.forEach(Array.from({ length: n }), () => runner.start(spec.run), { concurrency: n > 1 ? "unbounded" : 1 })
+      const held = yield* Effect.forEach(started, (run) => Effect.either(holdStructured(run, structured)), { concurrency: n > 1 ? "unbounded" : 1 })
+      const headers = { ...spec.headers(started), ...ctx.idHeaders, "content-type": encoder.contentType, "cache-control": "no-cache" }
+      const runs: Array<StartedRun> = []
+      for (const result of held) {
+        if (Either.isRight(result)) {
+          runs.push(result.right)
+          continue
+        }
+        if (!encoder.missingStructuredInStream) return yield* result.left
+        yield* writeStream(ctx.response, 200, headers, Stream.make(encoder.start + encoder.error(result.left)))
+        return Reply.written
+      }
+      // each run's last usage (providers report running totals), summed at the end
+      const usages: Array<Usage> = runs.map(() => emptyUsage)
+      const runEncoders = runs.map((_, index) => encoder.run(index))
+      const encode = (index: number) => {
+        const run = runEncoders[index]
+        const filter = spec.filter?.(index)
+        return (event: ModelEvent): string => {
+          if (event._tag === "Usage") usages[index] = event.usage
+          if (filter === undefined) return run.event(event)
+          let text = ""
+          for (const shown of filter(event)) text += run.event(shown)
+          return text
+        }
+      }
+      const end = Effect.suspend(() => encoder.end(sumUsage(usages)))
+
+      if (runs.length === 1) {
+        // one run: its pull straight to the socket, no stream stages and no merge
+        const event = encode(0)
+        const runEnd = runEncoders[0].end
+        const body = encodedPull(runs[0].pull, {
+          start: encoder.start,
+          encode: (chunk: Chunk.Chunk<ModelEvent>) => {
+            let text = ""
+            for (const e of chunk) text += event(e)
+            return text
+          },
+          end: runEnd === undefined ? end : Effect.map(end, (after) => runEnd() + after),
+          error: encoder.error
+        })
+        yield* writePulled(ctx.response, 200, headers, body)
+        return Reply.written
+      }
+      const merged = Stream.mergeAll(
+        runs.map((run, index) => {
+          const runEnd = runEncoders[index].end
+          const events = Stream.map(Stream.repeatEffectChunkOption(run.pull), encode(index))
+          return runEnd === undefined ? events : Stream.concat(events, Stream.sync(runEnd))
+        }),
+        { concurrency: "unbounded" }
+      )
+      const body = Stream.make(encoder.start).pipe(
+        Stream.concat(merged),
+        Stream.concat(Stream.fromEffect(end)),
+        Stream.catchAll((error) => Stream.make(encoder.error(error)))
+      )
+      yield* writeStream(ctx.response, 200, headers, body)
+      return Reply.written
+    })
+  )
