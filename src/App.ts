@@ -3,7 +3,7 @@ import { Settings, type GatewayConfig } from "./Config.js"
 import { telemetryLayer } from "./Telemetry.js"
 import { makeEdge } from "./http/Edge.js"
 import { Log } from "./services/Log.js"
-import type { Route } from "./http/Route.js"
+import { hasMessagesVersion, type Mount, type Route } from "./http/Route.js"
 import { GatewayServer, serverLayer } from "./http/Server.js"
 import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
@@ -65,6 +65,20 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
 }
 
 /** Every route of the gateway: the table the router is built from and the discovery page lists. */
+/**
+ * Where each protocol family is mounted: the envelope its errors (404s and 405s included) are
+ * written in and how its keys are presented. `/v1/models` and `/v1/files` serve the Messages shape
+ * to a request with a Messages version header.
+ */
+export const mounts: ReadonlyArray<Mount> = [
+  { prefix: "/v1beta", family: "gemini" },
+  { prefix: "/upload/v1beta/", family: "gemini" },
+  { prefix: "/v1/messages", family: "messages" },
+  { prefix: "/v1/models", family: "messages", when: hasMessagesVersion },
+  { prefix: "/v1/files", family: "messages", when: hasMessagesVersion },
+  { prefix: "/v1/", family: "openai" }
+]
+
 export const allRoutes = Effect.gen(function* () {
   const routes: Array<Route> = []
   routes.push(...(yield* chatRoutes))
@@ -99,7 +113,7 @@ export interface ServeOptions {
 export const gatewayLayer = (config: GatewayConfig, options: ServeOptions = {}) => {
   const server = Layer.unwrapScoped(
     Effect.gen(function* () {
-      const handlerFor = yield* makeEdge(yield* allRoutes)
+      const handlerFor = yield* makeEdge(yield* allRoutes, mounts)
       return serverLayer(
         { host: config.listen.host, port: config.listen.port, graceMs: options.shutdownGraceMs ?? 10_000 },
         handlerFor

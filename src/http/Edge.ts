@@ -13,7 +13,7 @@ import { renderError, type Family } from "./Envelopes.js"
 import { Metrics } from "../services/Metrics.js"
 import { tracingEnabled } from "../Telemetry.js"
 import { Log } from "../services/Log.js"
-import type { Headers, Reply, RequestContext, Route, Written } from "./Route.js"
+import { familyOf, type Headers, type Mount, type Reply, type RequestContext, type Route, type Written } from "./Route.js"
 
 /**
  * The HTTP edge, once for every route: request id, target and Host checks, the route family and
@@ -21,25 +21,6 @@ import type { Headers, Reply, RequestContext, Route, Written } from "./Route.js"
  * and one access-log line. Handlers only see a settled RequestContext; every failure is rendered
  * here in the family's envelope.
  */
-
-/** The family of a path; `/v1/models` and `/v1/files` switch to Messages on its version headers. */
-export const familyOf = (path: string, headers: Headers): Family => {
-  if (path.startsWith("/v1beta/") || path === "/v1beta" || path.startsWith("/upload/v1beta/")) return "gemini"
-  if (path === "/v1/messages" || path.startsWith("/v1/messages/")) return "messages"
-  if (path.startsWith("/v1/")) {
-    if ((path === "/v1/models" || path.startsWith("/v1/models/") || path === "/v1/files" || path.startsWith("/v1/files/")) && hasMessagesVersion(headers)) {
-      return "messages"
-    }
-    return "openai"
-  }
-  return "gateway"
-}
-
-export const hasMessagesVersion = (headers: Headers): boolean =>
-  headers["messages-version"] !== undefined ||
-  headers["anthropic-version"] !== undefined ||
-  headers["messages-beta"] !== undefined ||
-  headers["anthropic-beta"] !== undefined
 
 const bearer = (value: string | undefined): string | undefined => {
   if (value === undefined) return undefined
@@ -115,12 +96,13 @@ const defectName = (defect: unknown): string =>
   defect instanceof Error ? `${defect.name}: ${defect.message}`.slice(0, 200) : Cause.pretty(Cause.die(defect)).split("\n")[0].slice(0, 200)
 
 /** Build the request handler for a server bound to `port`. */
-export const makeEdge = (routes: ReadonlyArray<Route>) =>
+export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mount>) =>
   Effect.gen(function* () {
     const config = yield* Settings
     const keys = yield* KeyStore
     const catalog = yield* Catalog
     const limits = yield* Limits
+    const familyOfPath = familyOf(mounts)
     const log = yield* Log
     const metrics = yield* Metrics
     const tracing = tracingEnabled(config)
@@ -152,7 +134,7 @@ export const makeEdge = (routes: ReadonlyArray<Route>) =>
           const q = target.indexOf("?")
           const rawPath = q < 0 ? target : target.slice(0, q)
           const query = new URLSearchParams(q < 0 ? "" : target.slice(q + 1))
-          const family = familyOf(rawPath, headers)
+          const family = familyOfPath(rawPath, headers)
           let label = "unmatched"
           let matchedRoute: Route | undefined
           let app: string | undefined

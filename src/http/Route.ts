@@ -105,6 +105,37 @@ export type Route = RoutePath & {
   readonly label: string
 }
 
+/**
+ * Where a family is mounted: requests to `prefix` or below it (only below it when the prefix ends
+ * with `/`) answer in that family's envelope and present keys the family's way (spec section 5).
+ * `when` narrows a mount to requests with certain headers. The first mount that takes a path wins;
+ * a path no mount takes is the gateway's own.
+ */
+export interface Mount {
+  readonly prefix: string
+  readonly family: Family
+  readonly when?: (headers: Headers) => boolean
+}
+
+/** The family of a request path under the given mounts. */
+export const familyOf =
+  (mounts: ReadonlyArray<Mount>) =>
+  (path: string, headers: Headers): Family => {
+    for (const mount of mounts) {
+      const { prefix } = mount
+      const under = path.startsWith(prefix) && (prefix.endsWith("/") || path.length === prefix.length || path.charCodeAt(prefix.length) === 47)
+      if (under && (mount.when === undefined || mount.when(headers))) return mount.family
+    }
+    return "gateway"
+  }
+
+/** Whether a request carries a Messages API version or beta header (the Messages shape of shared paths). */
+export const hasMessagesVersion = (headers: Headers): boolean =>
+  headers["messages-version"] !== undefined ||
+  headers["anthropic-version"] !== undefined ||
+  headers["messages-beta"] !== undefined ||
+  headers["anthropic-beta"] !== undefined
+
 /** The path of a route as the discovery page lists it: the literal path or the matcher's template. */
 export const shownPath = (route: Route): string => (route.template === undefined ? route.path : route.template)
 

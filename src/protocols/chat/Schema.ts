@@ -102,6 +102,8 @@ export const ChatRequest = Schema.Struct({
   response_format: Schema.optional(Schema.NullOr(ResponseFormat)),
   max_completion_tokens: Schema.optional(Schema.NullOr(PositiveInt)),
   reasoning_effort: Schema.optional(Schema.NullOr(Schema.String)),
+  /** the caller's end user when `user` is absent (read only when it is a string) */
+  safety_identifier: Schema.optional(Schema.Unknown),
   ...sampling
 })
 export type ChatRequest = typeof ChatRequest.Type
@@ -111,6 +113,7 @@ export const CompletionRequest = Schema.Struct({
   prompt: Schema.Union(Schema.String, Schema.Array(Schema.String).pipe(Schema.minItems(1))),
   suffix: Schema.optional(Schema.NullOr(Schema.String)),
   echo: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  safety_identifier: Schema.optional(Schema.Unknown),
   ...sampling
 })
 export type CompletionRequest = typeof CompletionRequest.Type
