@@ -33,11 +33,8 @@ export const readBody = (incoming: IncomingMessage, limits: BodyLimits): Effect.
     }
     if (length !== undefined && length > limits.maxBytes) return Effect.fail(tooLarge(limits.maxBytes))
     if (length === 0) return Effect.succeed(Buffer.alloc(0))
-    return Effect.acquireUseRelease(
-      limits.reserve(length ?? Math.min(reserveStep, limits.maxBytes)),
-      (reservation) => collect(incoming, limits, reservation, length),
-      (reservation) => Effect.sync(reservation.release)
-    )
+    // the reservation is released when the read ends, fails or is interrupted (collect's cleanup)
+    return Effect.flatMap(limits.reserve(length ?? Math.min(reserveStep, limits.maxBytes)), (reservation) => collect(incoming, limits, reservation, length))
   })
 
 const collect = (
@@ -89,6 +86,7 @@ const collect = (
     const onAborted = () => finish(Effect.fail(Errors.invalidRequest("client_closed", "The client closed the connection before the body was complete")))
     const onError = () => onAborted()
     function cleanup() {
+      reservation.release()
       clearTimeout(idle)
       clearTimeout(total)
       incoming.off("data", onData)

@@ -68,8 +68,9 @@ const whole = (runner: ModelRunner["Type"], spec: AnswerSpec) => {
   const n = spec.n ?? 1
   const complete = runner.complete(spec.run)
   const structured = spec.run.request.structured
-  // one run in this fiber: an unbounded forEach forks two fibers even for one element
-  return Effect.flatMap(Effect.forEach(Array.from({ length: n }), () => complete, { concurrency: n > 1 ? "unbounded" : 1 }), (runs) => {
+  // several runs together (the first failure interrupts the others); one without a forEach
+  const all = n === 1 ? Effect.map(complete, (run) => [run]) : Effect.forEach(Array.from({ length: n }), () => complete, { concurrency: "unbounded" })
+  return Effect.flatMap(all, (runs) => {
     const answers: Array<Answer> = []
     let fallback = false
     for (let index = 0; index < runs.length; index++) {

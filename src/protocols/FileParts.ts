@@ -51,9 +51,12 @@ const partOf = (record: FileRecord, bytes: Buffer): UserPart => {
   }
 }
 
+const noFiles: Effect.Effect<ResolvedFiles> = Effect.sync(() => new Map())
+
 /** Resolves the files a request names, for one family's errors. */
 export const makeFileResolver = Effect.map(FileStore, (store) => (app: string, refs: ReadonlyArray<FileRef>, family: Family): Effect.Effect<ResolvedFiles, GatewayError> =>
-  Effect.gen(function* () {
+  // most requests name no file: no generator for them
+  refs.length === 0 ? noFiles : Effect.gen(function* () {
     const unique = new Map<string, FileRef>()
     for (const ref of refs) if (!unique.has(ref.id)) unique.set(ref.id, ref)
     if (unique.size === 0) return new Map()

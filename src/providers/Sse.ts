@@ -18,54 +18,81 @@ interface ParserState {
   readonly data: ReadonlyArray<string>
 }
 
-const initial: ParserState = { rest: "", event: undefined, data: [] }
+/**
+ * The line parser: whole frames out of text fed piece by piece. Its state is three fields mutated
+ * in place (one answer feeds it once per network read: no state object or tuple per read).
+ */
+class SseParser {
+  constructor(
+    private rest: string,
+    private event: string | undefined,
+    private data: Array<string>
+  ) {}
 
-/** Feed one piece of text to the parser: the frames it completes and the state after it. */
-export const parseSseText = (state: ParserState, text: string): readonly [ParserState, Array<SseFrame>] => {
-  const frames: Array<SseFrame> = []
-  const all = state.rest + text
-  let event = state.event
-  let data = state.data as Array<string>
-  let start = 0
-  for (;;) {
-    let end = all.indexOf("\n", start)
-    if (end < 0) break
-    const lineEnd = end > start && all.charCodeAt(end - 1) === 13 ? end - 1 : end
-    const line = all.slice(start, lineEnd)
-    start = end + 1
-    if (line === "") {
-      if (data.length > 0) frames.push(event === undefined ? { data: data.join("\n") } : { event, data: data.join("\n") })
-      event = undefined
-      data = []
-      continue
+  static from(state: ParserState): SseParser {
+    return new SseParser(state.rest, state.event, [...state.data])
+  }
+
+  get state(): ParserState {
+    return { rest: this.rest, event: this.event, data: [...this.data] }
+  }
+
+  /** The frames this text completes. */
+  feed(text: string): Array<SseFrame> {
+    const frames: Array<SseFrame> = []
+    const all = this.rest === "" ? text : this.rest + text
+    let start = 0
+    for (;;) {
+      const end = all.indexOf("\n", start)
+      if (end < 0) break
+      const lineEnd = end > start && all.charCodeAt(end - 1) === 13 ? end - 1 : end
+      if (lineEnd === start) {
+        // a blank line ends the frame
+        const data = this.data
+        if (data.length > 0) {
+          const joined = data.length === 1 ? data[0] : data.join("\n")
+          frames.push(this.event === undefined ? { data: joined } : { event: this.event, data: joined })
+          data.length = 0
+        }
+        this.event = undefined
+        start = end + 1
+        continue
+      }
+      if (all.charCodeAt(start) !== 58) this.field(all.slice(start, lineEnd)) // ":" starts a comment
+      start = end + 1
     }
-    if (line.charCodeAt(0) === 58) continue // ":" comment
+    this.rest = start === 0 ? all : all.slice(start)
+    return frames
+  }
+
+  private field(line: string) {
     const colon = line.indexOf(":")
     const field = colon < 0 ? line : line.slice(0, colon)
     let value = colon < 0 ? "" : line.slice(colon + 1)
     if (value.charCodeAt(0) === 32) value = value.slice(1)
-    if (field === "data") data = data === state.data ? [...data, value] : (data.push(value), data)
-    else if (field === "event") event = value
-    end = 0
+    if (field === "data") this.data.push(value)
+    else if (field === "event") this.event = value
   }
-  return [{ rest: all.slice(start), event, data }, frames]
+}
+
+/** Feed one piece of text to the parser: the frames it completes and the state after it. */
+export const parseSseText = (state: ParserState, text: string): readonly [ParserState, Array<SseFrame>] => {
+  const parser = SseParser.from(state)
+  const frames = parser.feed(text)
+  return [parser.state, frames]
 }
 
 /** Bytes of `text/event-stream` in, whole frames out, across any split (UTF-8 sequences included). */
 export class SseDecoder {
   private readonly text = new StringDecoder("utf8")
-  private state: ParserState = initial
+  private readonly parser = new SseParser("", undefined, [])
   /** the frames completed by these bytes */
   push(bytes: Uint8Array): Array<SseFrame> {
-    const [state, frames] = parseSseText(this.state, this.text.write(bytes as Buffer))
-    this.state = state
-    return frames
+    return this.parser.feed(this.text.write(bytes as Buffer))
   }
   /** the frames completed by the end of the input (a last frame needs its blank line: none) */
   end(): Array<SseFrame> {
-    const [state, frames] = parseSseText(this.state, this.text.end())
-    this.state = state
-    return frames
+    return this.parser.feed(this.text.end())
   }
 }
 

@@ -1,7 +1,7 @@
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Either, Layer } from "effect"
 import type { GatewayConfig, ModelConfig } from "../Config.js"
 import type { TextPart } from "../domain/Canonical.js"
-import { Errors, type GatewayError } from "../domain/Errors.js"
+import { Errors, GatewayError } from "../domain/Errors.js"
 import { globCapture, globMatch, parseModelId, pickVariant, splitProvider } from "../domain/ModelId.js"
 import type { ProviderTarget } from "./ProviderClient.js"
 
@@ -89,28 +89,26 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
       targetId: string,
       idVariant: string | undefined,
       options: ResolveOptions | undefined
-    ): Effect.Effect<ProviderTarget, GatewayError> => {
+    ): ProviderTarget | GatewayError => {
       const parsed = parseModelId(targetId)
       const split = splitProvider(parsed.base)
       const provider = split === undefined ? undefined : config.providers[split.provider]
       if (split === undefined || provider === undefined) {
-        return Effect.fail(Errors.notFound("model_not_found", `The model '${requested}' does not exist`, { param: "model" }))
+        return Errors.notFound("model_not_found", `The model '${requested}' does not exist`, { param: "model" })
       }
       const mc = modelConfig(split.provider, split.model)
       const variants = Object.keys(mc?.variants ?? {})
       let variant = idVariant ?? parsed.variant
       if (variant !== undefined && !variants.includes(variant)) {
-        return Effect.fail(
-          Errors.invalidRequest("invalid_model_variant", `The model '${requested}' has no variant '${variant}'${variants.length ? ` (variants: ${variants.join(", ")})` : ""}`, {
-            param: "model"
-          })
-        )
+        return Errors.invalidRequest("invalid_model_variant", `The model '${requested}' has no variant '${variant}'${variants.length ? ` (variants: ${variants.join(", ")})` : ""}`, {
+          param: "model"
+        })
       }
       if (variant === undefined && options?.reasoningEffort !== undefined) {
         variant = pickVariant(variants, options.reasoningEffort, options.nearestAbove === true)
       }
       const variantConfig = variant === undefined ? undefined : mc?.variants?.[variant]
-      return Effect.succeed({
+      return {
         provider: split.provider,
         providerType: provider.type,
         model: split.model,
@@ -119,7 +117,7 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
         ...(variantConfig?.reasoningEffort !== undefined ? { reasoningEffort: variantConfig.reasoningEffort } : {}),
         ...(variantConfig?.params !== undefined ? { params: variantConfig.params } : {}),
         ...(mc !== undefined ? { modelConfig: mc } : {})
-      })
+      }
     }
 
     const allowed = (settings: AppSettings, base: string, targets: ReadonlyArray<ProviderTarget>): boolean => {
@@ -174,13 +172,15 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
       if (targetIds === undefined) {
         return Effect.fail(Errors.notFound("model_not_found", `The model '${model}' does not exist`, { param: "model" }))
       }
-      return Effect.forEach(targetIds, (id) => toTarget(model, id, variant, options)).pipe(
-        Effect.filterOrFail(
-          (targets) => allowed(settings, base, targets),
-          () => Errors.permission("model_not_allowed", `The model '${model}' is not available to this key`, { param: "model" })
-        ),
-        Effect.map((targets) => ({ requested: model, targets }))
-      )
+      // plain code, no Effect per target: this runs on every model request
+      const targets: Array<ProviderTarget> = []
+      for (const id of targetIds) {
+        const target = toTarget(model, id, variant, options)
+        if (target instanceof GatewayError) return Either.left(target)
+        targets.push(target)
+      }
+      if (!allowed(settings, base, targets)) return Either.left(Errors.permission("model_not_allowed", `The model '${model}' is not available to this key`, { param: "model" }))
+      return Either.right({ requested: model, targets })
     }
 
     const list = (settings: AppSettings): ReadonlyArray<ModelEntry> => {

@@ -326,18 +326,18 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           )
         })
 
+      // nothing is held before `open` takes the slot, so the call needs no acquire step of its own
       const complete = (given: RunOptions): Effect.Effect<CompletedRun, GatewayError> =>
-        Effect.acquireUseRelease(
-          Effect.sync(() => newCall(inMode(given, false))),
-          (call) =>
-            Effect.map(open(call, readWhole), (events): CompletedRun => {
-              call.sessionId = Ids.session()
-              for (const event of events) if (event._tag === "Usage") call.usage = event.usage
-              record(call, "ok")
-              return { target: call.target as ProviderTarget, sessionId: call.sessionId, droppedParams: call.dropped, events: Chunk.toReadonlyArray(events) }
-            }),
-          release
-        )
+        Effect.suspend(() => {
+          const call = newCall(inMode(given, false))
+          const answered = Effect.map(open(call, readWhole), (events): CompletedRun => {
+            call.sessionId = Ids.session()
+            for (const event of events) if (event._tag === "Usage") call.usage = event.usage
+            record(call, "ok")
+            return { target: call.target as ProviderTarget, sessionId: call.sessionId, droppedParams: call.dropped, events: Chunk.toReadonlyArray(events) }
+          })
+          return Effect.ensuring(answered, release(call))
+        })
 
       return ModelRunner.of({ start, complete })
     })

@@ -1,6 +1,6 @@
-import { Effect } from "effect"
+import { Either } from "effect"
 import type { AssistantPart, CanonicalRequest, Message, TextPart, ToolChoice, ToolDefinition, ToolResultPart, UserPart } from "../../domain/Canonical.js"
-import { Errors, type GatewayError } from "../../domain/Errors.js"
+import { Errors, GatewayError } from "../../domain/Errors.js"
 import { respondToolName } from "../../domain/Structured.js"
 import { fileNotFound, type FileRef, type ResolvedFiles } from "../FileParts.js"
 import type { ChatMessage, ChatRequest, CompletionRequest, UserPart as WireUserPart } from "./Schema.js"
@@ -23,112 +23,115 @@ export const chatFileRefs = (wire: ChatRequest): Array<FileRef> => {
   return refs
 }
 
-const userPart = (part: WireUserPart, at: string, files: ResolvedFiles): Effect.Effect<UserPart, GatewayError> => {
+const userPart = (part: WireUserPart, at: string, files: ResolvedFiles): UserPart | GatewayError => {
   switch (part.type) {
     case "text":
-      return Effect.succeed({ type: "text", text: part.text })
+      return { type: "text", text: part.text }
     case "image_url":
-      return Effect.succeed({
+      return {
         type: "image",
         url: part.image_url.url,
         ...(part.image_url.detail !== undefined ? { detail: part.image_url.detail } : {}),
         ...(dataUrlType(part.image_url.url) !== undefined ? { mediaType: dataUrlType(part.image_url.url)! } : {})
-      })
+      }
     case "file": {
       if (part.file.file_id !== undefined) {
         // any stored file: image as an image part, PDF as a file part, text as text
         const stored = files.get(part.file.file_id)
-        return stored === undefined ? Effect.fail(fileNotFound("openai", part.file.file_id, `${at}.file.file_id`)) : Effect.succeed(stored.part)
+        return stored === undefined ? fileNotFound("openai", part.file.file_id, `${at}.file.file_id`) : stored.part
       }
       const data = part.file.file_data
-      if (data === undefined) return Effect.fail(Errors.invalidRequest("invalid_request_error", `${at}.file: needs file_id or file_data`, { param: `${at}.file` }))
+      if (data === undefined) return Errors.invalidRequest("invalid_request_error", `${at}.file: needs file_id or file_data`, { param: `${at}.file` })
       const mediaType = dataUrlType(data) ?? "application/pdf"
       const url = data.startsWith("data:") ? data : `data:${mediaType};base64,${data}`
-      return Effect.succeed({ type: "file", mediaType, data: url, ...(part.file.filename !== undefined ? { filename: part.file.filename } : {}) })
+      return { type: "file", mediaType, data: url, ...(part.file.filename !== undefined ? { filename: part.file.filename } : {}) }
     }
     case "input_audio":
-      return Effect.fail(Errors.invalidRequest("unsupported_parameter", `${at}: input_audio parts are not supported`, { param: `${at}.type` }))
+      return Errors.invalidRequest("unsupported_parameter", `${at}: input_audio parts are not supported`, { param: `${at}.type` })
   }
 }
 
-const toMessages = (wire: ReadonlyArray<ChatMessage>, files: ResolvedFiles): Effect.Effect<{ system: Array<TextPart>; messages: Array<Message> }, GatewayError> =>
-  Effect.gen(function* () {
-    const system: Array<TextPart> = []
-    const messages: Array<Message> = []
-    const knownCalls = new Map<string, string>()
-    for (let i = 0; i < wire.length; i++) {
-      const m = wire[i]
-      const at = `messages.${i}`
-      switch (m.role) {
-        case "system":
-        case "developer":
-          system.push({ type: "text", text: textOf(m.content) })
-          break
-        case "user": {
-          const parts: Array<UserPart> =
-            typeof m.content === "string"
-              ? [{ type: "text", text: m.content }]
-              : yield* Effect.forEach(m.content, (p, j) => userPart(p, `${at}.content.${j}`, files))
-          messages.push({ role: "user", parts })
-          break
-        }
-        case "assistant": {
-          const parts: Array<AssistantPart> = []
-          if (m.reasoning_content) parts.push({ type: "reasoning", text: m.reasoning_content })
-          const text = m.content == null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => ("text" in p ? p.text : "")).join("")
-          if (text !== "") parts.push({ type: "text", text })
-          for (const call of m.tool_calls ?? []) {
-            knownCalls.set(call.id, call.function.name)
-            parts.push({ type: "tool_call", id: call.id, name: call.function.name, arguments: call.function.arguments })
+const toMessages = (wire: ReadonlyArray<ChatMessage>, files: ResolvedFiles): { system: Array<TextPart>; messages: Array<Message> } | GatewayError => {
+  const system: Array<TextPart> = []
+  const messages: Array<Message> = []
+  const knownCalls = new Map<string, string>()
+  for (let i = 0; i < wire.length; i++) {
+    const m = wire[i]
+    const at = `messages.${i}`
+    switch (m.role) {
+      case "system":
+      case "developer":
+        system.push({ type: "text", text: textOf(m.content) })
+        break
+      case "user": {
+        const parts: Array<UserPart> = []
+        if (typeof m.content === "string") parts.push({ type: "text", text: m.content })
+        else {
+          for (let j = 0; j < m.content.length; j++) {
+            const part = userPart(m.content[j], `${at}.content.${j}`, files)
+            if (part instanceof GatewayError) return part
+            parts.push(part)
           }
-          messages.push({ role: "assistant", parts })
-          break
         }
-        case "tool": {
-          const name = knownCalls.get(m.tool_call_id)
-          if (name === undefined) {
-            return yield* Errors.invalidRequest("invalid_request_error", `${at}.tool_call_id: no earlier assistant tool call has id ${m.tool_call_id}`, {
-              param: `${at}.tool_call_id`
-            })
-          }
-          const result: ToolResultPart = { type: "tool_result", callId: m.tool_call_id, name, content: [{ type: "text", text: textOf(m.content) }] }
-          const last = messages[messages.length - 1]
-          if (last !== undefined && last.role === "tool") messages[messages.length - 1] = { role: "tool", parts: [...last.parts, result] }
-          else messages.push({ role: "tool", parts: [result] })
-          break
+        messages.push({ role: "user", parts })
+        break
+      }
+      case "assistant": {
+        const parts: Array<AssistantPart> = []
+        if (m.reasoning_content) parts.push({ type: "reasoning", text: m.reasoning_content })
+        const text = m.content == null ? "" : typeof m.content === "string" ? m.content : m.content.map((p) => ("text" in p ? p.text : "")).join("")
+        if (text !== "") parts.push({ type: "text", text })
+        for (const call of m.tool_calls ?? []) {
+          knownCalls.set(call.id, call.function.name)
+          parts.push({ type: "tool_call", id: call.id, name: call.function.name, arguments: call.function.arguments })
         }
+        messages.push({ role: "assistant", parts })
+        break
+      }
+      case "tool": {
+        const name = knownCalls.get(m.tool_call_id)
+        if (name === undefined) {
+          return Errors.invalidRequest("invalid_request_error", `${at}.tool_call_id: no earlier assistant tool call has id ${m.tool_call_id}`, {
+            param: `${at}.tool_call_id`
+          })
+        }
+        const result: ToolResultPart = { type: "tool_result", callId: m.tool_call_id, name, content: [{ type: "text", text: textOf(m.content) }] }
+        const last = messages[messages.length - 1]
+        if (last !== undefined && last.role === "tool") messages[messages.length - 1] = { role: "tool", parts: [...last.parts, result] }
+        else messages.push({ role: "tool", parts: [result] })
+        break
       }
     }
-    return { system, messages }
-  })
-
-const toTools = (request: ChatRequest): Effect.Effect<Array<ToolDefinition>, GatewayError> =>
-  Effect.gen(function* () {
-    const tools: Array<ToolDefinition> = []
-    const seen = new Set<string>()
-    for (const [i, tool] of (request.tools ?? []).entries()) {
-      if (tool.type !== "function" || tool.function === undefined) {
-        return yield* Errors.invalidRequest("unsupported_parameter", `tools.${i}.type: only function tools are supported`, { param: `tools.${i}.type` })
-      }
-      const fn = tool.function
-      if (seen.has(fn.name)) return yield* Errors.invalidRequest("invalid_request_error", `Duplicate tool name: ${fn.name}`, { param: `tools.${i}.function.name` })
-      seen.add(fn.name)
-      tools.push({
-        name: fn.name,
-        ...(fn.description !== undefined ? { description: fn.description } : {}),
-        parameters: fn.parameters ?? { type: "object", properties: {} }
-      })
-    }
-    return tools
-  })
-
-const toToolChoice = (choice: ChatRequest["tool_choice"], tools: ReadonlyArray<ToolDefinition>): Effect.Effect<ToolChoice, GatewayError> => {
-  if (choice == null) return Effect.succeed({ type: "auto" })
-  if (typeof choice === "string") return Effect.succeed({ type: choice })
-  if (!tools.some((t) => t.name === choice.function.name)) {
-    return Effect.fail(Errors.invalidRequest("invalid_request_error", `tool_choice.function.name: no tool named ${choice.function.name}`, { param: "tool_choice.function.name" }))
   }
-  return Effect.succeed({ type: "tool", name: choice.function.name })
+  return { system, messages }
+}
+
+const toTools = (request: ChatRequest): Array<ToolDefinition> | GatewayError => {
+  const tools: Array<ToolDefinition> = []
+  const seen = new Set<string>()
+  for (const [i, tool] of (request.tools ?? []).entries()) {
+    if (tool.type !== "function" || tool.function === undefined) {
+      return Errors.invalidRequest("unsupported_parameter", `tools.${i}.type: only function tools are supported`, { param: `tools.${i}.type` })
+    }
+    const fn = tool.function
+    if (seen.has(fn.name)) return Errors.invalidRequest("invalid_request_error", `Duplicate tool name: ${fn.name}`, { param: `tools.${i}.function.name` })
+    seen.add(fn.name)
+    tools.push({
+      name: fn.name,
+      ...(fn.description !== undefined ? { description: fn.description } : {}),
+      parameters: fn.parameters ?? { type: "object", properties: {} }
+    })
+  }
+  return tools
+}
+
+const toToolChoice = (choice: ChatRequest["tool_choice"], tools: ReadonlyArray<ToolDefinition>): ToolChoice | GatewayError => {
+  if (choice == null) return { type: "auto" }
+  if (typeof choice === "string") return { type: choice }
+  if (!tools.some((t) => t.name === choice.function.name)) {
+    return Errors.invalidRequest("invalid_request_error", `tool_choice.function.name: no tool named ${choice.function.name}`, { param: "tool_choice.function.name" })
+  }
+  return { type: "tool", name: choice.function.name }
 }
 
 export interface DecodedChat {
@@ -142,48 +145,56 @@ export const decodeChat = (
   wire: ChatRequest,
   limits: { readonly maxChoices: number; readonly maxTools: number },
   files: ResolvedFiles = new Map()
-): Effect.Effect<DecodedChat, GatewayError> =>
-  Effect.gen(function* () {
-    const n = wire.n ?? 1
-    if (n > limits.maxChoices) {
-      return yield* Errors.invalidRequest("invalid_request_error", `n: at most ${limits.maxChoices} choices are allowed`, { param: "n" })
+): Either.Either<DecodedChat, GatewayError> => {
+  const decoded = decodeChatRequest(wire, limits, files)
+  return decoded instanceof GatewayError ? Either.left(decoded) : Either.right(decoded)
+}
+
+const decodeChatRequest = (wire: ChatRequest, limits: { readonly maxChoices: number; readonly maxTools: number }, files: ResolvedFiles): DecodedChat | GatewayError => {
+  const n = wire.n ?? 1
+  if (n > limits.maxChoices) {
+    return Errors.invalidRequest("invalid_request_error", `n: at most ${limits.maxChoices} choices are allowed`, { param: "n" })
+  }
+  const conversation = toMessages(wire.messages, files)
+  if (conversation instanceof GatewayError) return conversation
+  const { messages, system } = conversation
+  const tools = toTools(wire)
+  if (tools instanceof GatewayError) return tools
+  if (tools.length > limits.maxTools) {
+    return Errors.invalidRequest("too_many_tools", `tools: at most ${limits.maxTools} tools are allowed`, { param: "tools" })
+  }
+  const toolChoice = toToolChoice(wire.tool_choice, tools)
+  if (toolChoice instanceof GatewayError) return toolChoice
+  const format = wire.response_format
+  let structured: CanonicalRequest["structured"]
+  if (format?.type === "json_schema") {
+    if (tools.some((t) => t.name === respondToolName)) {
+      return Errors.invalidRequest("reserved_tool_name", `tools: the name ${respondToolName} is reserved when response_format is json_schema`, { param: "tools" })
     }
-    const { messages, system } = yield* toMessages(wire.messages, files)
-    const tools = yield* toTools(wire)
-    if (tools.length > limits.maxTools) {
-      return yield* Errors.invalidRequest("too_many_tools", `tools: at most ${limits.maxTools} tools are allowed`, { param: "tools" })
+    if (toolChoice.type === "tool") {
+      return Errors.invalidRequest("unsupported_parameter", "tool_choice: a named tool cannot be combined with response_format json_schema", { param: "tool_choice" })
     }
-    const toolChoice = yield* toToolChoice(wire.tool_choice, tools)
-    const format = wire.response_format
-    let structured: CanonicalRequest["structured"]
-    if (format?.type === "json_schema") {
-      if (tools.some((t) => t.name === respondToolName)) {
-        return yield* Errors.invalidRequest("reserved_tool_name", `tools: the name ${respondToolName} is reserved when response_format is json_schema`, { param: "tools" })
-      }
-      if (toolChoice.type === "tool") {
-        return yield* Errors.invalidRequest("unsupported_parameter", "tool_choice: a named tool cannot be combined with response_format json_schema", { param: "tool_choice" })
-      }
-      structured = { name: format.json_schema.name, schema: format.json_schema.schema ?? { type: "object" }, jsonObject: false }
-    } else if (format?.type === "json_object") {
-      structured = { name: "json_object", schema: { type: "object" }, jsonObject: true }
-    }
-    const stop = wire.stop == null ? undefined : typeof wire.stop === "string" ? [wire.stop] : wire.stop
-    const maxOutputTokens = wire.max_completion_tokens ?? wire.max_tokens ?? undefined
-    const request: CanonicalRequest = {
-      system,
-      messages,
-      tools,
-      toolChoice,
-      sampling: samplingOf(wire, stop),
-      ...(maxOutputTokens !== undefined ? { maxOutputTokens } : {}),
-      ...(wire.reasoning_effort != null ? { reasoningEffort: wire.reasoning_effort } : {}),
-      ...(structured !== undefined ? { structured } : {}),
-      parallelToolCalls: wire.parallel_tool_calls !== false,
-      stream: wire.stream === true,
-      ...(wire.user !== undefined ? { user: wire.user } : {})
-    }
-    return { request, n, includeUsage: wire.stream_options?.include_usage === true }
-  })
+    structured = { name: format.json_schema.name, schema: format.json_schema.schema ?? { type: "object" }, jsonObject: false }
+  } else if (format?.type === "json_object") {
+    structured = { name: "json_object", schema: { type: "object" }, jsonObject: true }
+  }
+  const stop = wire.stop == null ? undefined : typeof wire.stop === "string" ? [wire.stop] : wire.stop
+  const maxOutputTokens = wire.max_completion_tokens ?? wire.max_tokens ?? undefined
+  const request: CanonicalRequest = {
+    system,
+    messages,
+    tools,
+    toolChoice,
+    sampling: samplingOf(wire, stop),
+    ...(maxOutputTokens !== undefined ? { maxOutputTokens } : {}),
+    ...(wire.reasoning_effort != null ? { reasoningEffort: wire.reasoning_effort } : {}),
+    ...(structured !== undefined ? { structured } : {}),
+    parallelToolCalls: wire.parallel_tool_calls !== false,
+    stream: wire.stream === true,
+    ...(wire.user !== undefined ? { user: wire.user } : {})
+  }
+  return { request, n, includeUsage: wire.stream_options?.include_usage === true }
+}
 
 const samplingOf = (wire: ChatRequest | CompletionRequest, stop: ReadonlyArray<string> | undefined): CanonicalRequest["sampling"] => ({
   ...(wire.temperature != null ? { temperature: wire.temperature } : {}),
@@ -196,17 +207,17 @@ const samplingOf = (wire: ChatRequest | CompletionRequest, stop: ReadonlyArray<s
 })
 
 /** Legacy completions: the prompt becomes one user message. */
-export const decodeCompletion = (wire: CompletionRequest, limits: { readonly maxChoices: number }): Effect.Effect<DecodedChat, GatewayError> => {
+export const decodeCompletion = (wire: CompletionRequest, limits: { readonly maxChoices: number }): Either.Either<DecodedChat, GatewayError> => {
   const n = wire.n ?? 1
   if (n > limits.maxChoices) {
-    return Effect.fail(Errors.invalidRequest("invalid_request_error", `n: at most ${limits.maxChoices} choices are allowed`, { param: "n" }))
+    return Either.left(Errors.invalidRequest("invalid_request_error", `n: at most ${limits.maxChoices} choices are allowed`, { param: "n" }))
   }
   if (Array.isArray(wire.prompt) && wire.prompt.length > 1) {
-    return Effect.fail(Errors.invalidRequest("unsupported_parameter", "prompt: one prompt per request is supported", { param: "prompt" }))
+    return Either.left(Errors.invalidRequest("unsupported_parameter", "prompt: one prompt per request is supported", { param: "prompt" }))
   }
   const prompt = typeof wire.prompt === "string" ? wire.prompt : wire.prompt[0]
   const stop = wire.stop == null ? undefined : typeof wire.stop === "string" ? [wire.stop] : wire.stop
-  return Effect.succeed({
+  return Either.right({
     request: {
       system: [],
       messages: [{ role: "user", parts: [{ type: "text", text: prompt }] }],

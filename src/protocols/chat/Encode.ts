@@ -64,21 +64,19 @@ export interface ChoiceState {
   started: boolean
   toolIndex: number
   lastKeepAlive: number
+  /** the chunks' JSON up to the delta, once built */
+  head?: string
 }
 
 export const newChoiceState = (): ChoiceState => ({ started: false, toolIndex: 0, lastKeepAlive: 0 })
 
-const chunk = (meta: ChatMeta, index: number, delta: Record<string, unknown>, finish: string | null) =>
-  sseFrame(
-    JSON.stringify({
-      id: meta.id,
-      object: "chat.completion.chunk",
-      created: meta.created,
-      model: meta.model,
-      system_fingerprint: null,
-      choices: [{ index, delta, logprobs: null, finish_reason: finish }]
-    })
-  )
+/** The JSON of a choice's chunks up to their delta: the same for every chunk, serialized once. */
+const chunkHead = (meta: ChatMeta, index: number): string =>
+  `{"id":${JSON.stringify(meta.id)},"object":"chat.completion.chunk","created":${meta.created},"model":${JSON.stringify(meta.model)},"system_fingerprint":null,"choices":[{"index":${index},"delta":`
+
+/** One chunk: the bytes of the whole chunk object serialized, with the choice's constant head reused. */
+const chunk = (meta: ChatMeta, index: number, state: ChoiceState, delta: Record<string, unknown>, finish: string | null) =>
+  sseFrame(`${(state.head ??= chunkHead(meta, index))}${JSON.stringify(delta)},"logprobs":null,"finish_reason":${finish === null ? "null" : JSON.stringify(finish)}}]}`)
 
 const keepAliveEveryMs = 1000
 
@@ -88,12 +86,12 @@ export const encodeChatEvent = (meta: ChatMeta, index: number, state: ChoiceStat
   switch (event._tag) {
     case "TextDelta":
       state.started = true
-      return chunk(meta, index, { ...role, content: event.text }, null)
+      return chunk(meta, index, state, { ...role, content: event.text }, null)
     case "ReasoningDelta":
     case "RedactedReasoning": {
       if (meta.reasoningOutput && event._tag === "ReasoningDelta") {
         state.started = true
-        return chunk(meta, index, { ...role, reasoning_content: event.text }, null)
+        return chunk(meta, index, state, { ...role, reasoning_content: event.text }, null)
       }
       const now = Date.now()
       if (now - state.lastKeepAlive < keepAliveEveryMs) return ""
@@ -106,6 +104,7 @@ export const encodeChatEvent = (meta: ChatMeta, index: number, state: ChoiceStat
       return chunk(
         meta,
         index,
+        state,
         { ...role, tool_calls: [{ index: state.toolIndex++, id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } }] },
         null
       )
@@ -113,9 +112,9 @@ export const encodeChatEvent = (meta: ChatMeta, index: number, state: ChoiceStat
     case "Usage":
       return ""
     case "Finish": {
-      const head = state.started ? "" : chunk(meta, index, { role: "assistant", content: "" }, null)
+      const head = state.started ? "" : chunk(meta, index, state, { role: "assistant", content: "" }, null)
       state.started = true
-      return head + chunk(meta, index, {}, finishName[event.reason])
+      return head + chunk(meta, index, state, {}, finishName[event.reason])
     }
   }
 }
