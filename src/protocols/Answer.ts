@@ -1,4 +1,4 @@
-import { Chunk, Effect, Either, Stream } from "effect"
+import { Chunk, Effect, Either, type Scope, Stream } from "effect"
 import { addUsage, emptyUsage, foldEvents, type Answer, type ModelEvent, type Usage } from "../domain/Canonical.js"
 import type { GatewayError } from "../domain/Errors.js"
 import { resolveStructured } from "../domain/Structured.js"
@@ -90,16 +90,29 @@ const whole = (runner: ModelRunner["Type"], spec: AnswerSpec) => {
   })
 }
 
+interface Started {
+  /** every run, as started (for the headers) */
+  readonly started: ReadonlyArray<StartedRun>
+  /** each run to write (held back and replayed when structured), or why its structured answer is missing */
+  readonly held: ReadonlyArray<Either.Either<StartedRun, GatewayError>>
+}
+
+/** Every run started (each has its first events, or the request fails: an HTTP error), held back when structured. */
+const startRuns = (runner: ModelRunner["Type"], spec: AnswerSpec, n: number): Effect.Effect<Started, GatewayError, Scope.Scope> => {
+  const structured = spec.run.request.structured
+  const start = runner.start(spec.run)
+  // one run, not structured (nearly every request): no forEach, no hold
+  if (n === 1 && structured === undefined) return Effect.map(start, (run) => ({ started: [run], held: [Either.right(run)] }))
+  return Effect.flatMap(Effect.forEach(Array.from({ length: n }), () => start, { concurrency: n > 1 ? "unbounded" : 1 }), (started) =>
+    Effect.map(Effect.forEach(started, (run) => Effect.either(holdStructured(run, structured)), { concurrency: n > 1 ? "unbounded" : 1 }), (held) => ({ started, held }))
+  )
+}
+
 const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
   Effect.scoped(
-    Effect.gen(function* () {
+    Effect.flatMap(startRuns(runner, spec, spec.n ?? 1), ({ held, started }): Effect.Effect<Written, GatewayError> => {
       const { ctx } = spec
-      const n = spec.n ?? 1
       const encoder = spec.stream()
-      const structured = spec.run.request.structured
-      // every run has its first events (or failed) before anything is written: a failure is an HTTP error
-      const started = yield* Effect.forEach(Array.from({ length: n }), () => runner.start(spec.run), { concurrency: n > 1 ? "unbounded" : 1 })
-      const held = yield* Effect.forEach(started, (run) => Effect.either(holdStructured(run, structured)), { concurrency: n > 1 ? "unbounded" : 1 })
       const headers = { ...spec.headers(started), ...ctx.idHeaders, "content-type": encoder.contentType, "cache-control": "no-cache" }
       const runs: Array<StartedRun> = []
       for (const result of held) {
@@ -107,9 +120,8 @@ const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
           runs.push(result.right)
           continue
         }
-        if (!encoder.missingStructuredInStream) return yield* result.left
-        yield* writeStream(ctx.response, 200, headers, Stream.make(encoder.start + encoder.error(result.left)))
-        return Reply.written
+        if (!encoder.missingStructuredInStream) return Effect.fail(result.left)
+        return Effect.as(writeStream(ctx.response, 200, headers, Stream.make(encoder.start + encoder.error(result.left))), Reply.written)
       }
       // each run's last usage (providers report running totals), summed at the end
       const usages: Array<Usage> = runs.map(() => emptyUsage)
@@ -141,8 +153,7 @@ const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
           end: runEnd === undefined ? end : Effect.map(end, (after) => runEnd() + after),
           error: encoder.error
         })
-        yield* writePulled(ctx.response, 200, headers, body)
-        return Reply.written
+        return Effect.as(writePulled(ctx.response, 200, headers, body), Reply.written)
       }
       const merged = Stream.mergeAll(
         runs.map((run, index) => {
@@ -157,7 +168,6 @@ const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
         Stream.concat(Stream.fromEffect(end)),
         Stream.catchAll((error) => Stream.make(encoder.error(error)))
       )
-      yield* writeStream(ctx.response, 200, headers, body)
-      return Reply.written
+      return Effect.as(writeStream(ctx.response, 200, headers, body), Reply.written)
     })
   )
