@@ -5,12 +5,13 @@ import { respondToolName } from "../../domain/Structured.js"
 import { decodeAt } from "../Decode.js"
 import { fileNotFound, type FileRef, type ResolvedFiles } from "../FileParts.js"
 import { applyCaching } from "./Caching.js"
-import { blockSchemas, refusedBlockTypes, Tool, type CountTokensRequest } from "./Schema.js"
+import { blockSchemas, CacheControl as WireCacheControl, refusedBlockTypes, Tool, type CountTokensRequest } from "./Schema.js"
 
 /** Translation of a decoded Messages request into the canonical request (spec 4.2). */
 
 type Result<A> = Either.Either<A, GatewayError>
 type Block = Readonly<Record<string, unknown>>
+type MediaBlock = typeof blockSchemas.image.Type | typeof blockSchemas.document.Type
 
 /** The Messages error object has no param: the field is named in the message. */
 const refuse = (param: string, why: string) => Errors.invalidRequest("invalid_request_error", `${param}: ${why}`, { param })
@@ -26,11 +27,10 @@ const decoders = {
 }
 const decodeTool = decodeAt(Tool)
 
-const cacheOf = (value: unknown): CacheControl | undefined => {
-  if (typeof value !== "object" || value === null) return undefined
-  return { ttl: (value as { ttl?: unknown }).ttl === "1h" ? "1h" : "5m" }
-}
-const withCache = <A extends object>(part: A, value: unknown): A => {
+type WireCache = typeof WireCacheControl.Type | null | undefined
+
+const cacheOf = (value: WireCache): CacheControl | undefined => (value == null ? undefined : { ttl: value.ttl === "1h" ? "1h" : "5m" })
+const withCache = <A extends object>(part: A, value: WireCache): A => {
   const cache = cacheOf(value)
   return cache === undefined ? part : { ...part, cache }
 }
@@ -51,7 +51,7 @@ export const messagesFileRefs = (wire: CountTokensRequest): Array<FileRef> => {
 }
 
 /** A stored file as the block asks: an image block takes an image; a document block a PDF or a text file. */
-const storedPart = (block: Block, at: string, fileId: string, files: ResolvedFiles): Result<UserPart | TextPart> => {
+const storedPart = (block: MediaBlock, at: string, fileId: string, files: ResolvedFiles): Result<UserPart | TextPart> => {
   const stored = files.get(fileId)
   if (stored === undefined) return Either.left(fileNotFound("messages", fileId, `${at}.source.file_id`))
   if (block.type === "image" && stored.kind !== "image") return Either.left(refuse(`${at}.source.file_id`, `${fileId} is not an image (it is ${stored.record.mimeType})`))
@@ -59,16 +59,17 @@ const storedPart = (block: Block, at: string, fileId: string, files: ResolvedFil
   return Either.right(withCache(stored.part, block.cache_control))
 }
 
-const mediaPart = (block: Block, at: string, files: ResolvedFiles): Result<UserPart | TextPart> => {
-  const source = block.source as { type: string; media_type?: string; data?: string; url?: string; file_id?: string }
-  if (source.type === "file") return storedPart(block, at, String(source.file_id), files)
+const mediaPart = (block: MediaBlock, at: string, files: ResolvedFiles): Result<UserPart | TextPart> => {
+  if (block.source.type === "file") return storedPart(block, at, block.source.file_id, files)
   if (block.type === "image") {
-    const url = source.type === "url" ? String(source.url) : `data:${source.media_type};base64,${source.data}`
-    return Either.right(withCache({ type: "image" as const, url, ...(source.media_type ? { mediaType: source.media_type } : {}) }, block.cache_control))
+    const source = block.source
+    if (source.type === "url") return Either.right(withCache({ type: "image" as const, url: source.url }, block.cache_control))
+    return Either.right(withCache({ type: "image" as const, url: `data:${source.media_type};base64,${source.data}`, ...(source.media_type ? { mediaType: source.media_type } : {}) }, block.cache_control))
   }
-  if (source.type === "text") return Either.right(withCache({ type: "text" as const, text: String(source.data) }, block.cache_control))
+  const source = block.source
+  if (source.type === "text") return Either.right(withCache({ type: "text" as const, text: source.data }, block.cache_control))
   if (source.type === "url") return Either.left(refuse(`${at}.source`, "documents by URL are not supported; send base64, text or a file"))
-  return Either.right(withCache({ type: "file" as const, mediaType: String(source.media_type), data: `data:${source.media_type};base64,${source.data}` }, block.cache_control))
+  return Either.right(withCache({ type: "file" as const, mediaType: source.media_type, data: `data:${source.media_type};base64,${source.data}` }, block.cache_control))
 }
 
 export interface DecodedMessages {
@@ -155,38 +156,45 @@ export const decodeMessages = (
       const type = typeof block.type === "string" ? block.type : ""
       if (refusedBlockTypes.has(type)) return Either.left(refuse(`${where}.type`, `content blocks of type ${type} are not supported`))
       if (!(type in decoders)) return Either.left(refuse(`${where}.type`, `unknown content block type '${type}'`))
-      const decode: (value: unknown, at: string) => Result<unknown> = decoders[type as keyof typeof decoders]
-      const checked = decode(block, where)
-      if (Either.isLeft(checked)) return Either.left(checked.left)
+      // each block decoded once by its type's Schema; the translation reads the decoded value
       switch (type) {
-        case "text":
-          if (m.role === "assistant") assistant.push({ type: "text", text: String(block.text) })
-          else user.push(withCache({ type: "text" as const, text: String(block.text) }, block.cache_control))
+        case "text": {
+          const text = decoders.text(block, where)
+          if (Either.isLeft(text)) return Either.left(text.left)
+          if (m.role === "assistant") assistant.push({ type: "text", text: text.right.text })
+          else user.push(withCache({ type: "text" as const, text: text.right.text }, text.right.cache_control))
           break
+        }
         case "image":
         case "document": {
+          const media: Result<MediaBlock> = type === "image" ? decoders.image(block, where) : decoders.document(block, where)
+          if (Either.isLeft(media)) return Either.left(media.left)
           if (m.role === "assistant") return Either.left(refuse(`${where}.type`, `${type} blocks belong in user turns`))
-          const part = mediaPart(block, where, files)
+          const part = mediaPart(media.right, where, files)
           if (Either.isLeft(part)) return Either.left(part.left)
           user.push(part.right)
           break
         }
         case "tool_use": {
+          const use = decoders.tool_use(block, where)
+          if (Either.isLeft(use)) return Either.left(use.left)
           if (m.role !== "assistant") return Either.left(refuse(`${where}.type`, "tool_use blocks belong in assistant turns"))
-          calls.set(String(block.id), String(block.name))
-          assistant.push({ type: "tool_call", id: String(block.id), name: String(block.name), arguments: JSON.stringify(block.input ?? {}) })
+          calls.set(use.right.id, use.right.name)
+          assistant.push({ type: "tool_call", id: use.right.id, name: use.right.name, arguments: JSON.stringify(use.right.input ?? {}) })
           break
         }
         case "tool_result": {
-          const id = String(block.tool_use_id)
+          const decoded = decoders.tool_result(block, where)
+          if (Either.isLeft(decoded)) return Either.left(decoded.left)
+          const result = decoded.right
+          const id = result.tool_use_id
           const name = calls.get(id)
           if (name === undefined) return Either.left(refuse(`${where}.tool_use_id`, `no earlier tool_use has id ${id}`))
-          const content = block.content
           const parts: Array<TextPart | Extract<UserPart, { type: "image" }>> = []
-          if (typeof content === "string") parts.push({ type: "text", text: content })
-          else if (Array.isArray(content)) {
-            for (const [k, c] of (content as ReadonlyArray<Block>).entries()) {
-              if (c.type === "text") parts.push({ type: "text", text: String(c.text) })
+          if (typeof result.content === "string") parts.push({ type: "text", text: result.content })
+          else if (result.content !== undefined) {
+            for (const [k, c] of result.content.entries()) {
+              if (c.type === "text") parts.push({ type: "text", text: c.text })
               else {
                 const media = mediaPart(c, `${where}.content.${k}`, files)
                 if (Either.isLeft(media)) return Either.left(media.left)
@@ -194,15 +202,22 @@ export const decodeMessages = (
               }
             }
           }
-          results.push(withCache({ type: "tool_result" as const, callId: id, name, content: parts, ...(block.is_error === true ? { isError: true } : {}) }, block.cache_control))
+          results.push(withCache({ type: "tool_result" as const, callId: id, name, content: parts, ...(result.is_error === true ? { isError: true } : {}) }, result.cache_control))
           break
         }
-        case "thinking":
-          if (m.role === "assistant") assistant.push({ type: "reasoning", text: String(block.thinking), ...(block.signature ? { signature: String(block.signature), family: "anthropic" as const } : {}) })
+        case "thinking": {
+          const thought = decoders.thinking(block, where)
+          if (Either.isLeft(thought)) return Either.left(thought.left)
+          const { signature, thinking } = thought.right
+          if (m.role === "assistant") assistant.push({ type: "reasoning", text: thinking, ...(signature ? { signature, family: "anthropic" as const } : {}) })
           break
-        case "redacted_thinking":
-          if (m.role === "assistant") assistant.push({ type: "reasoning", text: "", redacted: String(block.data), family: "anthropic" })
+        }
+        case "redacted_thinking": {
+          const redacted = decoders.redacted_thinking(block, where)
+          if (Either.isLeft(redacted)) return Either.left(redacted.left)
+          if (m.role === "assistant") assistant.push({ type: "reasoning", text: "", redacted: redacted.right.data, family: "anthropic" })
           break
+        }
       }
     }
     if (m.role === "assistant") {

@@ -60,7 +60,7 @@ export const messagesRoutes = Effect.gen(function* () {
       const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream, files }), { onLeft: Effect.fail, onRight: Effect.succeed })
       const betas = clientBetas(ctx.headers)
       const request = withRespondTool(betas.length === 0 ? decoded.request : { ...decoded.request, betas })
-      const metadataUser = (wire.metadata as { user_id?: unknown } | null | undefined)?.user_id
+      const metadataUser = typeof wire.metadata === "object" && wire.metadata !== null && "user_id" in wire.metadata ? wire.metadata.user_id : undefined
       const runOptions = {
         caller: callerOf(ctx, typeof metadataUser === "string" ? metadataUser : undefined, wire.model),
         model: wire.model,
