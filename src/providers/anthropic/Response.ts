@@ -1,4 +1,5 @@
 import { ModelEvent, type FinishReason, type Usage } from "../../domain/Canonical.js"
+import { num, obj, str } from "../Wire.js"
 import { parseJsonText } from "../../domain/JsonDepth.js"
 
 /**
@@ -6,10 +7,6 @@ import { parseJsonText } from "../../domain/JsonDepth.js"
  * data stays `unknown` and is read through narrow accessors; tool calls are emitted whole.
  */
 
-const obj = (v: unknown): Record<string, unknown> | undefined =>
-  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
-const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
-const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined)
 
 export const mapStopReason = (reason: unknown): FinishReason => {
   switch (reason) {

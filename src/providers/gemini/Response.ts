@@ -1,4 +1,5 @@
 import { emptyUsage, ModelEvent, type FinishReason, type Usage } from "../../domain/Canonical.js"
+import { count, obj, str } from "../Wire.js"
 import { Ids } from "../../domain/Ids.js"
 
 /**
@@ -9,10 +10,6 @@ import { Ids } from "../../domain/Ids.js"
  * so that the request builder can put it back on the same part.
  */
 
-const obj = (v: unknown): Record<string, unknown> | undefined =>
-  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
-const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
-const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0)
 
 /** Finish reasons that mean the output was withheld by a filter. */
 const filtered = new Set([
@@ -40,11 +37,11 @@ export const mapFinishReason = (reason: string | undefined, madeCalls: boolean):
 export const readUsage = (value: unknown): Usage | undefined => {
   const u = obj(value)
   if (u === undefined) return undefined
-  const thoughts = num(u.thoughtsTokenCount)
+  const thoughts = count(u.thoughtsTokenCount)
   return {
-    inputTokens: num(u.promptTokenCount) + num(u.toolUsePromptTokenCount),
-    outputTokens: num(u.candidatesTokenCount) + thoughts,
-    cacheReadTokens: num(u.cachedContentTokenCount),
+    inputTokens: count(u.promptTokenCount) + count(u.toolUsePromptTokenCount),
+    outputTokens: count(u.candidatesTokenCount) + thoughts,
+    cacheReadTokens: count(u.cachedContentTokenCount),
     cacheWriteTokens: 0,
     reasoningTokens: thoughts
   }
@@ -75,7 +72,7 @@ export const readGoogleError = (value: unknown): GoogleError | undefined => {
   const details = Array.isArray(e.details) ? e.details.map(obj) : []
   const reasons = details.flatMap((d) => (d !== undefined && typeof d.reason === "string" ? [d.reason] : []))
   const delay = details.map((d) => parseDelay(d?.retryDelay)).find((d) => d !== undefined)
-  const code = num(e.code)
+  const code = count(e.code)
   const status = str(e.status)
   return {
     ...(code > 0 ? { code } : {}),

@@ -1,4 +1,5 @@
 import { ModelEvent, type FinishReason, type ToolCall, type Usage } from "../../domain/Canonical.js"
+import { count, obj, str } from "../Wire.js"
 
 /**
  * Reading chat-completions answers (JSON and SSE chunks) into canonical events. Wire data stays
@@ -6,10 +7,6 @@ import { ModelEvent, type FinishReason, type ToolCall, type Usage } from "../../
  * when it makes the answer unreadable, reported as `undefined` so the caller can fail.
  */
 
-const obj = (v: unknown): Record<string, unknown> | undefined =>
-  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
-const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
-const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0)
 
 export const mapFinish = (reason: unknown, hasToolCalls: boolean): FinishReason => {
   if (hasToolCalls) return "tool_calls"
@@ -32,11 +29,11 @@ export const readUsage = (value: unknown): Usage | undefined => {
   const prompt = obj(u.prompt_tokens_details)
   const completion = obj(u.completion_tokens_details)
   return {
-    inputTokens: num(u.prompt_tokens),
-    outputTokens: num(u.completion_tokens),
-    cacheReadTokens: num(prompt?.cached_tokens),
-    cacheWriteTokens: num(prompt?.cache_write_tokens ?? prompt?.cache_creation_tokens),
-    reasoningTokens: num(completion?.reasoning_tokens)
+    inputTokens: count(u.prompt_tokens),
+    outputTokens: count(u.completion_tokens),
+    cacheReadTokens: count(prompt?.cached_tokens),
+    cacheWriteTokens: count(prompt?.cache_write_tokens ?? prompt?.cache_creation_tokens),
+    reasoningTokens: count(completion?.reasoning_tokens)
   }
 }
 
@@ -105,7 +102,7 @@ export const readChunk = (state: StreamState, chunk: unknown): Array<ModelEvent>
   if (!Array.isArray(choices)) return events
   for (const rawChoice of choices) {
     const choice = obj(rawChoice)
-    if (choice === undefined || num(choice.index) !== 0) continue
+    if (choice === undefined || count(choice.index) !== 0) continue
     const delta = obj(choice.delta)
     if (delta !== undefined) {
       const reasoning = reasoningText(delta)
