@@ -1,12 +1,15 @@
-import { Deferred, Effect, Either, Exit, Fiber, type Scope } from "effect"
+import { Deferred, Effect, Either, Exit, Fiber, FiberSet, type Scope } from "effect"
 import { yieldToEventLoop } from "./StoredForm.js"
 
 /**
  * One writer for many callers (group commit): `submit` queues an item and waits; a single fiber
  * takes everything queued and hands it to `run` at once, so items that finish together share one
  * commit (and its fsync). Batching is natural, without a timer: while a batch runs, new items
- * queue up for the next one; an item submitted to an idle writer waits only for the current turn
- * of the event loop to end (items completing in that turn join it), never for a clock.
+ * queue up for the next one, which starts as soon as it ends; an item submitted to an idle writer
+ * waits only for the current turn of the event loop to end (items completing in that turn join
+ * it), never for a clock. A batch's work has two parts: the first (the commit) runs one batch at
+ * a time; the second (waiting for the commit to be durable) runs while the writer goes on with the
+ * next batch, so that a slow fsync does not hold the next commit back.
  */
 export interface GroupCommit<A, B, E> {
   /** queue `item` for the next batch and wait for its outcome */
@@ -19,8 +22,12 @@ interface Entry<A, B, E> {
 }
 
 export const make = <A, B, E>(options: {
-  /** one batch, in submission order; an outcome per item, or a failure (or defect) of the whole batch */
-  readonly run: (batch: ReadonlyArray<A>) => Effect.Effect<ReadonlyArray<Either.Either<B, E>>, E>
+  /**
+   * one batch, in submission order: its first part (run one batch at a time) answers its second
+   * part (run alongside the next batches), which answers an outcome per item; a failure (or
+   * defect) of either part is the outcome of every item of the batch
+   */
+  readonly run: (batch: ReadonlyArray<A>) => Effect.Effect<Effect.Effect<ReadonlyArray<Either.Either<B, E>>, E>, E>
   /** an item's share of `maxWeight` */
   readonly weight: (item: A) => number
   /** a batch holds items up to this weight together (always at least one item) */
@@ -29,15 +36,18 @@ export const make = <A, B, E>(options: {
   readonly closed: () => E
 }): Effect.Effect<GroupCommit<A, B, E>, never, Scope.Scope> =>
   Effect.gen(function* () {
+    // second parts still running; the scope waits for them when it closes (they are uninterruptible)
+    const completing = yield* FiberSet.make<void>()
     let queued: Array<Entry<A, B, E>> = []
     let open = true
     let wake: (() => void) | undefined
 
-    const work = Effect.async<void>((resume) => {
-      if (queued.length > 0) return resume(Effect.void)
+    /** true when the writer was idle and had to wait for an item; false when items queued while it worked */
+    const work = Effect.async<boolean>((resume) => {
+      if (queued.length > 0) return resume(Effect.succeed(false))
       wake = () => {
         wake = undefined
-        resume(Effect.void)
+        resume(Effect.succeed(true))
       }
       return Effect.sync(() => void (wake = undefined))
     })
@@ -70,8 +80,8 @@ export const make = <A, B, E>(options: {
       return batches
     }
 
-    // Taking the queue and settling every entry taken is one uninterruptible step: an entry is
-    // either still queued (failed by the finalizer below) or settled, never lost.
+    // Taking the queue and settling every entry taken is uninterruptible: an entry is either
+    // still queued (failed by the finalizer below) or on its way to be settled, never lost.
     const takeAndRun = Effect.uninterruptible(
       Effect.gen(function* () {
         const taken = queued
@@ -80,13 +90,17 @@ export const make = <A, B, E>(options: {
         for (let i = 0; i < batches.length; i++) {
           if (i > 0) yield* yieldToEventLoop
           const batch = batches[i]
-          const exit = yield* Effect.exit(Effect.suspend(() => options.run(batch.map((entry) => entry.item))))
-          yield* settle(batch, exit)
+          const first = yield* Effect.exit(Effect.suspend(() => options.run(batch.map((entry) => entry.item))))
+          if (Exit.isFailure(first)) yield* settle(batch, Exit.failCause(first.cause))
+          else yield* FiberSet.run(completing, Effect.uninterruptible(Effect.flatMap(Effect.exit(first.value), (exit) => settle(batch, exit))))
         }
       })
     )
 
-    const writer = yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.zipRight(work, yieldToEventLoop), takeAndRun)))
+    // woken from idle, let the items completing in this turn of the event loop join; items that
+    // queued while a batch ran have waited already and go at once
+    const next = Effect.flatMap(work, (idle) => (idle ? yieldToEventLoop : Effect.void))
+    const writer = yield* Effect.forkScoped(Effect.forever(Effect.zipRight(next, takeAndRun)))
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         open = false

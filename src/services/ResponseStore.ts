@@ -242,9 +242,9 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
       const databaseFailure = (error: unknown) => new StoreFailure({ reason: reasonOf(error instanceof SqlError ? error.cause : undefined, "database") })
       /**
        * A batch of the writer: file records' renames reach the disk (one directory fsync), then
-       * every row in one transaction, then the WAL reaches the disk (one fsync, off the event loop:
-       * the saves that finish meanwhile form the next batch). If the transaction fails, each row
-       * is tried alone, so that one bad row does not fail the others.
+       * every row in one transaction; then, while the writer goes on with the next batch, the WAL
+       * reaches the disk (one fsync, off the event loop) and the saves are answered. If the
+       * transaction fails, each row is tried alone, so that one bad row does not fail the others.
        */
       const runBatch = (rows: ReadonlyArray<Row>) =>
         Effect.gen(function* () {
@@ -256,7 +256,7 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
             if (Either.isLeft(directory) && row.body === null) outcomes[i] = Either.left(directory.left)
             else ready.push(i)
           })
-          if (ready.length === 0) return outcomes
+          if (ready.length === 0) return Effect.succeed(outcomes)
           // the files of the records removed are unlinked by the first saver of the transaction
           const together = yield* Effect.either(commit(ready.map((i) => rows[i])))
           if (Either.isRight(together)) ready.forEach((i, k) => (outcomes[i] = Either.right(k === 0 ? together.right : [])))
@@ -267,10 +267,11 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<
               outcomes[i] = Either.isRight(alone) ? Either.right(alone.right) : Either.left(databaseFailure(alone.left))
             }
           }
-          if (!outcomes.some(Either.isRight)) return outcomes
+          if (!outcomes.some(Either.isRight)) return Effect.succeed(outcomes)
           // committed, but not known to be durable: answered as failed (the rows stay readable)
-          const synced = yield* Effect.either(wal.sync)
-          return Either.isRight(synced) ? outcomes : outcomes.map((outcome) => Either.flatMap(outcome, () => Either.left(new StoreFailure({ reason: "sync" }))))
+          return Effect.map(Effect.either(wal.sync), (synced) =>
+            Either.isRight(synced) ? outcomes : outcomes.map((outcome) => Either.flatMap(outcome, () => Either.left(new StoreFailure({ reason: "sync" }))))
+          )
         })
 
       const writer = yield* GroupCommit.make({
