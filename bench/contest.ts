@@ -679,7 +679,7 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
   )
   out.push("")
   out.push(
-    "store: the responses store column stores every answer (store: true: a file written and fsynced, a SQLite row); it is left out of the growth and held-stream scenarios, and carries the chain target."
+    "store: the responses store column stores every answer (store: true: a SQLite row holding the record, group-committed with one WAL fsync per group); it is left out of the growth and held-stream scenarios, and carries the chain target."
   )
   out.push(
     "own cost per body byte: (p50 at a size - p50 of the tiny request alternated with it) / KB more, less the same for direct, at 10 KB, 1 MB and 16 MB; the target is the largest over the smallest " +

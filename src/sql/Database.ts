@@ -11,6 +11,7 @@ import usage from "./migrations/0004_usage.js"
 import keys from "./migrations/0005_keys.js"
 import * as SqliteClient from "./SqliteClient.js"
 import usageApp from "./migrations/0006_usage_app.js"
+import responsesInline from "./migrations/0007_responses_inline.js"
 
 /** Migrations by `<id>_<name>`, run in order at start. */
 const migrations = Migrator.fromRecord({
@@ -19,7 +20,8 @@ const migrations = Migrator.fromRecord({
   "0003_files": files,
   "0004_usage": usage,
   "0005_keys": keys,
-  "0006_usage_app": usageApp
+  "0006_usage_app": usageApp,
+  "0007_responses_inline": responsesInline
 })
 
 /**

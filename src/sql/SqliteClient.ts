@@ -4,8 +4,9 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import { SqliteClient, TypeId } from "@effect/sql-sqlite-node/SqliteClient"
-import { Cache, Context, Duration, Effect, Layer, Scope } from "effect"
+import { Cache, Context, Duration, Effect, FiberRef, Layer, Scope } from "effect"
 import { createRequire } from "node:module"
+import { deferredSync, WalSync } from "./WalSync.js"
 
 /**
  * The SQLite client of `@effect/sql-sqlite-node` (same tag, same behaviour), with the driver chosen
@@ -36,6 +37,7 @@ interface DriverStatement {
 
 /** What the client uses of a better-sqlite3 database. */
 interface DriverDatabase {
+  readonly inTransaction: boolean
   prepare(sql: string): DriverStatement
   pragma(source: string): unknown
   serialize(): Uint8Array
@@ -80,6 +82,13 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, n
     const db = new Sqlite(options.filename, { readonly: options.readonly ?? false })
     yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
     if (options.disableWAL !== true) db.pragma("journal_mode = WAL")
+    // Every commit fsynced: an acknowledged write (a stored response, a file's row, a key) is on
+    // disk. better-sqlite3 builds SQLite with SQLITE_DEFAULT_WAL_SYNCHRONOUS=1, so in WAL mode a
+    // connection runs NORMAL unless told otherwise: commits reach the disk only at the next
+    // checkpoint, and a power loss may roll back ones already acknowledged. (Group commits defer
+    // their fsync to `WalSync.sync`, off the event loop: see WalSync.ts.)
+    db.pragma("synchronous = FULL")
+    const wal = options.disableWAL !== true
 
     const prepareCache = yield* Cache.make({
       capacity: options.prepareCacheSize ?? 200,
@@ -122,12 +131,46 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, n
         (statement) => Effect.sync(() => statement.reader && statement.raw(false))
       )
 
+    /**
+     * A transaction under `withDeferredSync` runs with `synchronous=NORMAL` from its BEGIN to its
+     * end (SQLite refuses to change it inside a transaction), FULL again after whatever happened.
+     * A COMMIT that failed and left the transaction open is rolled back first.
+     */
+    const deferringSync = (sql: string, run: Effect.Effect<ReadonlyArray<object>, SqlError>) => {
+      const restore = Effect.try({
+        try: () => {
+          if (db.inTransaction) {
+            try {
+              db.prepare("ROLLBACK").run()
+            } catch {
+              // nothing left to roll back
+            }
+          }
+          db.pragma("synchronous = FULL")
+        },
+        catch: failed("Failed to restore synchronous = FULL")
+      }).pipe(Effect.orDie)
+      switch (sql) {
+        case "BEGIN":
+          return Effect.zipRight(
+            Effect.try({ try: () => db.pragma("synchronous = NORMAL"), catch: failed("Failed to set synchronous = NORMAL") }),
+            Effect.tapErrorCause(run, () => restore)
+          )
+        case "COMMIT":
+        case "ROLLBACK":
+          return Effect.ensuring(run, restore)
+        default:
+          return run
+      }
+    }
+
     const connection: SqliteConnection = {
       execute: (sql, params, transformRows) => (transformRows ? Effect.map(prepared(sql, params), transformRows) : prepared(sql, params)),
       executeRaw: (sql, params) => Effect.flatMap(prepareCache.get(sql), (s) => runStatement(s, params, true)),
       executeValues: (sql, params) => runValues(sql, params),
       executeUnprepared: (sql, params, transformRows) => {
-        const effect = Effect.flatMap(Effect.try({ try: () => db.prepare(sql), catch: failed("Failed to prepare statement ") }), (s) => rows(s, params ?? []))
+        const run = Effect.flatMap(Effect.try({ try: () => db.prepare(sql), catch: failed("Failed to prepare statement ") }), (s) => rows(s, params ?? []))
+        const effect = wal ? Effect.flatMap(FiberRef.get(deferredSync), (deferred) => (deferred ? deferringSync(sql, run) : run)) : run
         return transformRows ? Effect.map(effect, transformRows) : effect
       },
       executeStream: () => Effect.dieMessage("executeStream not implemented"),
@@ -160,8 +203,10 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, n
     return sqliteClient
   })
 
-/** `SqliteClient` and `SqlClient` for one database file, closed with the Layer's scope. */
-export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | Client.SqlClient> =>
-  Layer.scopedContext(Effect.map(make(config), (client) => Context.make(SqliteClient, client).pipe(Context.add(Client.SqlClient, client)))).pipe(
-    Layer.provide(Reactivity.layer)
-  )
+/** `SqliteClient` and `SqlClient` for one database file, closed with the Layer's scope, and its `WalSync`. */
+export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | Client.SqlClient | WalSync> =>
+  Layer.scopedContext(
+    Effect.zipWith(make(config), WalSync.make(config.filename, { wal: config.disableWAL !== true }), (client, wal) =>
+      Context.make(SqliteClient, client).pipe(Context.add(Client.SqlClient, client), Context.add(WalSync, wal))
+    )
+  ).pipe(Layer.provide(Reactivity.layer))

@@ -189,7 +189,20 @@ describe("SIGKILL while responses, keys, files and usage are written; restart on
         expect(r.status, `${name} is on disk but not readable: ${r.text.slice(0, 200)}`).toBe(200)
         expect(jsonOf(r).id).toBe(id)
       }
-      expect(recordFiles.length).toBeGreaterThanOrEqual(storedResponses.length)
+      // every acknowledged response is on disk: a record file, or its row holding the record inline
+      // (small records); the record files are exactly the rows that name one
+      const held = new Database(dbFile, { readonly: true, fileMustExist: true })
+      let inlineRecords: number
+      let fileRows: Array<string>
+      try {
+        inlineRecords = (held.prepare("SELECT COUNT(*) AS n FROM responses WHERE body IS NOT NULL").all() as Array<{ n: number }>)[0].n
+        fileRows = (held.prepare("SELECT id FROM responses WHERE body IS NULL").all() as Array<{ id: string }>).map((row) => `${row.id}.json`)
+      } finally {
+        held.close()
+      }
+      expect([...recordFiles].sort()).toEqual(fileRows.sort())
+      expect(recordFiles.length).toBeGreaterThan(0)
+      expect(recordFiles.length + inlineRecords).toBeGreaterThanOrEqual(storedResponses.length)
 
       // runtime keys: every acknowledged one works, every acknowledged revocation holds
       const revokedIds = new Set(keysRevoked.map((k) => k.id))
