@@ -267,7 +267,7 @@ const requestRefusal = (wire: GenerateContentRequest, maxChoices: number): Gatew
 
 /** The parts of one content entry, as user-side or model-side canonical messages. */
 const contentMessages = (
-  content: Content,
+  { content, functions }: ReadContent,
   i: number,
   pairing: { readonly calls: ReadonlyMap<string, string>; readonly responses: ReadonlyMap<string, string> },
   options: DecodeOptions
@@ -302,19 +302,17 @@ const contentMessages = (
       }
       continue
     }
-    if (part.functionCall !== undefined && part.functionCall !== null) {
+    const call = functions.calls.get(j)
+    if (call !== undefined) {
       if (!model) return Either.left(refuse(`${at}.functionCall`, "a functionCall belongs in a model turn"))
-      const call = decoders.functionCall(part.functionCall, `${at}.functionCall`)
-      if (Either.isLeft(call)) return Either.left(call.left)
-      assistant.push({ type: "tool_call", id: pairing.calls.get(`${i}.${j}`) ?? "", name: call.right.name, arguments: callArguments(call.right.args) })
+      assistant.push({ type: "tool_call", id: pairing.calls.get(`${i}.${j}`) ?? "", name: call.name, arguments: callArguments(call.args) })
       continue
     }
-    if (part.functionResponse !== undefined && part.functionResponse !== null) {
+    const response = functions.responses.get(j)
+    if (response !== undefined) {
       if (model) return Either.left(refuse(`${at}.functionResponse`, "a functionResponse belongs in a user turn"))
-      const response = decoders.functionResponse(part.functionResponse, `${at}.functionResponse`)
-      if (Either.isLeft(response)) return Either.left(response.left)
       flushUser()
-      results.push(resultOf(response.right.response, pairing.responses.get(`${i}.${j}`) ?? "", response.right.name))
+      results.push(resultOf(response.response, pairing.responses.get(`${i}.${j}`) ?? "", response.name))
       continue
     }
     if (part.inlineData !== undefined && part.inlineData !== null) {
@@ -341,30 +339,48 @@ const contentMessages = (
   return Either.right(messages)
 }
 
-/** The readable shape of each `contents` entry, checked before pairing reads the calls. */
-const readContents = (contents: ReadonlyArray<unknown>): Result<Array<Content>> => {
-  const out: Array<Content> = []
+/** The function parts of one content entry, decoded once: by part index. */
+interface FunctionParts {
+  readonly calls: ReadonlyMap<number, typeof FunctionCall.Type>
+  readonly responses: ReadonlyMap<number, typeof FunctionResponse.Type>
+}
+
+/** A `contents` entry in its readable shape, with its function parts decoded. */
+interface ReadContent {
+  readonly content: Content
+  readonly functions: FunctionParts
+}
+
+/** The readable shape of each `contents` entry and its decoded function parts, checked before pairing reads the calls. */
+const readContents = (contents: ReadonlyArray<unknown>): Result<Array<ReadContent>> => {
+  const out: Array<ReadContent> = []
   for (const [i, raw] of contents.entries()) {
     const content = decoders.content(raw, `contents.${i}`)
     if (Either.isLeft(content)) return Either.left(content.left)
+    const calls = new Map<number, typeof FunctionCall.Type>()
+    const responses = new Map<number, typeof FunctionResponse.Type>()
     for (const [j, part] of content.right.parts.entries()) {
-      for (const kind of ["functionCall", "functionResponse"] as const) {
-        const value = part[kind]
-        if (value === undefined || value === null) continue
-        const decoded = kind === "functionCall" ? decoders.functionCall(value, `contents.${i}.parts.${j}.${kind}`) : decoders.functionResponse(value, `contents.${i}.parts.${j}.${kind}`)
-        if (Either.isLeft(decoded)) return Either.left(decoded.left)
+      if (part.functionCall !== undefined && part.functionCall !== null) {
+        const call = decoders.functionCall(part.functionCall, `contents.${i}.parts.${j}.functionCall`)
+        if (Either.isLeft(call)) return Either.left(call.left)
+        calls.set(j, call.right)
+      }
+      if (part.functionResponse !== undefined && part.functionResponse !== null) {
+        const response = decoders.functionResponse(part.functionResponse, `contents.${i}.parts.${j}.functionResponse`)
+        if (Either.isLeft(response)) return Either.left(response.left)
+        responses.set(j, response.right)
       }
     }
-    out.push(content.right)
+    out.push({ content: content.right, functions: { calls, responses } })
   }
   return Either.right(out)
 }
 
-const pairingView = (contents: ReadonlyArray<Content>) =>
-  contents.map((c) => ({
-    parts: c.parts.map((p) => {
-      const call = p.functionCall as { name: string; id?: string | null } | undefined | null
-      const response = p.functionResponse as { name: string; id?: string | null } | undefined | null
+const pairingView = (contents: ReadonlyArray<ReadContent>) =>
+  contents.map(({ content, functions }) => ({
+    parts: content.parts.map((_, j) => {
+      const call = functions.calls.get(j)
+      const response = functions.responses.get(j)
       return {
         ...(call ? { functionCall: { name: call.name, ...(call.id ? { id: call.id } : {}) } } : {}),
         ...(response ? { functionResponse: { name: response.name, ...(response.id ? { id: response.id } : {}) } } : {})
