@@ -257,14 +257,9 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         })
         const first = tracing ? Effect.zipRight(spanFor(call, target), opened) : opened
         call.dropped = dropped
-        return Effect.matchEffect(first, {
-          onSuccess: Effect.succeed,
-          onFailure: (error) =>
-            Effect.zipRight(
-              closeSource(call, Exit.fail(error)),
-              error.retryable ? attempt(call, read, targets, index + 1, error) : Effect.fail(toGatewayError(error))
-            )
-        })
+        return Effect.catchAll(first, (error) =>
+          Effect.zipRight(closeSource(call, Exit.fail(error)), error.retryable ? attempt(call, read, targets, index + 1, error) : Effect.fail(toGatewayError(error)))
+        )
       }
 
       /** Resolve, take a slot and open the first target that answers: what `read` read of it. */
