@@ -1,4 +1,4 @@
-import { Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import type { AssistantPart, Message, TextPart, ToolResultPart, UserPart } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
@@ -17,6 +17,29 @@ export type Item = Readonly<Record<string, unknown>>
 
 type Result<A> = Either.Either<A, GatewayError>
 
+/**
+ * An input item as the translation reads it: the value its Schema decoded. A message may leave
+ * its `type` out. Reasoning items are dropped and item references resolved before translation.
+ */
+export type TypedItem =
+  | typeof itemSchemas.message.Type
+  | typeof itemSchemas.function_call.Type
+  | typeof itemSchemas.function_call_output.Type
+  | typeof itemSchemas.custom_tool_call.Type
+  | typeof itemSchemas.custom_tool_call_output.Type
+  | typeof itemSchemas.additional_tools.Type
+
+/** Input items twice: as stored and listed (the client's record, with an id), and as decoded. */
+export interface Input {
+  readonly items: ReadonlyArray<Item>
+  readonly typed: ReadonlyArray<TypedItem>
+}
+
+/** One input item of this request after decoding: an item, or a reference still to resolve. */
+export type Entry =
+  | { readonly _tag: "item"; readonly item: Item; readonly typed: TypedItem }
+  | { readonly _tag: "reference"; readonly id: string; readonly at: string }
+
 const decoders = {
   message: decodeAt(itemSchemas.message),
   function_call: decodeAt(itemSchemas.function_call),
@@ -30,6 +53,10 @@ const decoders = {
 
 type ItemType = keyof typeof decoders
 
+type MessageItem = typeof itemSchemas.message.Type
+
+const isMessage = (item: TypedItem): item is MessageItem => item.type === undefined || item.type === "message"
+
 /** The type of an input item; a message may leave it out. */
 export const itemType = (item: Item): string => (typeof item.type === "string" ? item.type : "role" in item ? "message" : "")
 
@@ -40,16 +67,27 @@ const idPrefix = (type: string): string =>
 export const newItemId = (prefix: string) => `${prefix}${randomHex()}`
 
 /**
- * Validate this request's input items (string input is one user message), resolve item
- * references, drop reasoning items, and give every item an id (the caller's, or a generated one).
+ * The typed view of items decoded before: history (input items stored after their request decoded
+ * them, and output items the gateway wrote) and held `item_reference` targets. The item Schemas
+ * have no transformations, so an item's decoded value is its record: it needs no second decode,
+ * which for a long chain would cost more than the model call's own preparation.
  */
-export const readInput = (
-  input: string | ReadonlyArray<unknown> | undefined,
-  lookup: (id: string) => Item | undefined
-): Result<Array<Item>> => {
+export const decodedBefore = (items: ReadonlyArray<Item>): ReadonlyArray<TypedItem> => items as unknown as ReadonlyArray<TypedItem>
+
+const heldItem = (item: Item): TypedItem => item as unknown as TypedItem
+
+/**
+ * Decode this request's input items one by one by type (string input is one user message): drop
+ * reasoning items and give every item an id (the caller's, or a generated one). Item references
+ * are left to `resolveReferences`.
+ */
+export const readInput = (input: string | ReadonlyArray<unknown> | undefined): Result<Array<Entry>> => {
   if (input === undefined) return Either.right([])
-  if (typeof input === "string") return Either.right([{ id: newItemId("msg_"), type: "message", role: "user", content: [{ type: "input_text", text: input }] }])
-  const items: Array<Item> = []
+  if (typeof input === "string") {
+    const content = [{ type: "input_text" as const, text: input }]
+    return Either.right([{ _tag: "item", item: { id: newItemId("msg_"), type: "message", role: "user", content }, typed: { role: "user", content } }])
+  }
+  const entries: Array<Entry> = []
   for (let i = 0; i < input.length; i++) {
     const at = `input.${i}`
     const raw = input[i]
@@ -61,35 +99,62 @@ export const readInput = (
     if (!(type in decoders)) {
       return Either.left(Errors.invalidRequest("invalid_request_error", `${at}.type: unknown input item type '${type}'`, { param: `${at}.type` }))
     }
-    const decode: (value: unknown, at: string) => Result<unknown> = decoders[type as ItemType]
+    const decode: (value: unknown, at: string) => Result<TypedItem | typeof itemSchemas.item_reference.Type | typeof itemSchemas.reasoning.Type> =
+      decoders[type as ItemType]
     const decoded = decode(item, at)
     if (Either.isLeft(decoded)) return Either.left(decoded.left)
-    if (type === "reasoning") continue
-    if (type === "item_reference") {
-      const id = String(item.id)
-      const held = lookup(id)
-      if (held === undefined) {
-        return Either.left(Errors.invalidRequest("item_not_found", `${at}.id: no output item ${id} is held for reference`, { param: `${at}.id` }))
-      }
-      items.push(held)
+    const typed = decoded.right
+    if (typed.type === "reasoning") continue
+    if (typed.type === "item_reference") {
+      entries.push({ _tag: "reference", id: typed.id, at })
       continue
     }
     const copy: Record<string, unknown> = { ...item, type }
     if (typeof copy.id !== "string" || copy.id === "") copy.id = newItemId(type === "additional_tools" ? "at_" : idPrefix(type))
-    items.push(copy)
+    entries.push({ _tag: "item", item: copy, typed })
   }
-  return Either.right(items)
+  return Either.right(entries)
+}
+
+/** The request's input with each item reference replaced by the held item it names. */
+export const resolveReferences = (
+  entries: ReadonlyArray<Entry>,
+  lookup: (id: string) => Effect.Effect<Option.Option<Item>>
+): Effect.Effect<Input, GatewayError> => {
+  const items: Array<Item> = []
+  const typed: Array<TypedItem> = []
+  let references = false
+  for (const entry of entries) {
+    if (entry._tag === "reference") references = true
+    else {
+      items.push(entry.item)
+      typed.push(entry.typed)
+    }
+  }
+  if (!references) return Effect.succeed({ items, typed })
+  return Effect.map(
+    Effect.forEach(entries, (entry) =>
+      entry._tag === "item"
+        ? Effect.succeed(entry)
+        : Effect.flatMap(lookup(entry.id), (held) =>
+            Option.isSome(held)
+              ? Effect.succeed({ item: held.value, typed: heldItem(held.value) })
+              : Effect.fail(Errors.invalidRequest("item_not_found", `${entry.at}.id: no output item ${entry.id} is held for reference`, { param: `${entry.at}.id` }))
+          )
+    ),
+    (resolved) => ({ items: resolved.map((r) => r.item), typed: resolved.map((r) => r.typed) })
+  )
 }
 
 const dataUrlType = (url: string): string | undefined => /^data:([^;,]+)[;,]/.exec(url)?.[1]
 
 
 /** Every `input_file.file_url` in the items, to fetch before `toConversation`. */
-export const fileUrls = (items: ReadonlyArray<Item>): Array<string> => {
+export const fileUrls = (items: ReadonlyArray<TypedItem>): Array<string> => {
   const urls = new Set<string>()
   for (const item of items) {
-    if (itemType(item) !== "message" || !Array.isArray(item.content)) continue
-    for (const part of item.content as ReadonlyArray<Item>) if (part.type === "input_file" && typeof part.file_url === "string" && part.file_url !== "") urls.add(part.file_url)
+    if (!isMessage(item) || typeof item.content === "string") continue
+    for (const part of item.content) if (part.type === "input_file" && part.file_url) urls.add(part.file_url)
   }
   return [...urls]
 }
@@ -98,12 +163,12 @@ export const fileUrls = (items: ReadonlyArray<Item>): Array<string> => {
  * Every stored file the items name (`input_file` / `input_image` with `file_id`), to resolve
  * before `toConversation`; a file named by a history item is reported against `previous_response_id`.
  */
-export const fileRefs = (items: ReadonlyArray<Item>, offset: number): Array<FileRef> => {
+export const fileRefs = (items: ReadonlyArray<TypedItem>, offset: number): Array<FileRef> => {
   const refs: Array<FileRef> = []
   items.forEach((item, i) => {
-    if (itemType(item) !== "message" || !Array.isArray(item.content)) return
-    ;(item.content as ReadonlyArray<Item>).forEach((part, j) => {
-      if ((part.type === "input_file" || part.type === "input_image") && typeof part.file_id === "string" && part.file_id !== "") {
+    if (!isMessage(item) || typeof item.content === "string") return
+    item.content.forEach((part, j) => {
+      if ((part.type === "input_file" || part.type === "input_image") && part.file_id) {
         refs.push({ id: part.file_id, param: i < offset ? "previous_response_id" : `input.${i - offset}.content.${j}.file_id` })
       }
     })
@@ -191,7 +256,7 @@ export interface Conversation {
  * assistant turn; call outputs join one tool turn and must answer an earlier call.
  */
 export const toConversation = (
-  items: ReadonlyArray<Item>,
+  items: ReadonlyArray<TypedItem>,
   instructions: string | undefined,
   offset: number,
   remote: ReadonlyMap<string, RemotePart> = new Map(),
@@ -214,15 +279,15 @@ export const toConversation = (
   }
   for (let i = 0; i < items.length; i++) {
     const item = items[i]
-    switch (itemType(item)) {
+    switch (item.type) {
+      case undefined:
       case "message": {
-        const m = item as unknown as typeof itemSchemas.message.Type
-        if (m.role === "system" || m.role === "developer") system.push({ type: "text", text: textOf(m.content) })
-        else if (m.role === "assistant") {
-          const text = textOf(m.content)
+        if (item.role === "system" || item.role === "developer") system.push({ type: "text", text: textOf(item.content) })
+        else if (item.role === "assistant") {
+          const text = textOf(item.content)
           if (text !== "") pushAssistant({ type: "text", text })
         } else {
-          const parts = partsOf(m.content, at(i), remote, files)
+          const parts = partsOf(item.content, at(i), remote, files)
           if (Either.isLeft(parts)) return Either.left(parts.left)
           messages.push({ role: "user", parts: parts.right })
         }
@@ -230,29 +295,26 @@ export const toConversation = (
       }
       case "function_call":
       case "custom_tool_call": {
-        const c = item as { call_id: string; name: string; namespace?: string; arguments?: string; input?: string }
-        const flat = c.namespace !== undefined ? flattenName(c.namespace, c.name) : c.name
-        calls.set(c.call_id, flat)
-        pushAssistant({ type: "tool_call", id: c.call_id, name: flat, arguments: c.arguments ?? JSON.stringify({ input: c.input ?? "" }) })
+        const flat = item.namespace !== undefined ? flattenName(item.namespace, item.name) : item.name
+        calls.set(item.call_id, flat)
+        const args = item.type === "function_call" ? item.arguments : JSON.stringify({ input: item.input })
+        pushAssistant({ type: "tool_call", id: item.call_id, name: flat, arguments: args })
         break
       }
       case "function_call_output":
       case "custom_tool_call_output": {
-        const o = item as { call_id: string; output: string | ReadonlyArray<ContentPart> }
-        const name = calls.get(o.call_id)
+        const name = calls.get(item.call_id)
         if (name === undefined) {
           return Either.left(
-            Errors.invalidRequest("invalid_request_error", `${at(i)}.call_id: no earlier function_call has call_id ${o.call_id}`, { param: `${at(i)}.call_id` })
+            Errors.invalidRequest("invalid_request_error", `${at(i)}.call_id: no earlier function_call has call_id ${item.call_id}`, { param: `${at(i)}.call_id` })
           )
         }
-        pushResult({ type: "tool_result", callId: o.call_id, name, content: outputText(o.output) })
+        pushResult({ type: "tool_result", callId: item.call_id, name, content: outputText(item.output) })
         break
       }
-      case "additional_tools": {
-        const a = item as { tools: ReadonlyArray<Item> }
-        additionalTools.push({ tools: a.tools, at: `${at(i)}.tools` })
+      case "additional_tools":
+        additionalTools.push({ tools: item.tools, at: `${at(i)}.tools` })
         break
-      }
     }
   }
   return Either.right({ system, messages, additionalTools })

@@ -12,7 +12,7 @@ import { writeAnswer } from "../Answer.js"
 import { makeFileResolver } from "../FileParts.js"
 import { fetchEach, makeRemoteParts } from "../RemoteParts.js"
 import { makeEncoder } from "./Events.js"
-import { fileRefs, fileUrls, itemType, listingShape, readInput, toConversation, type Item } from "./Input.js"
+import { decodedBefore, fileRefs, fileUrls, itemType, listingShape, readInput, resolveReferences, toConversation, type Item } from "./Input.js"
 import { incompleteReason, newResponseId, outputAsInput, outputItems, responseObject, type ResponseFrame } from "./Output.js"
 import { ResponsesRequest } from "./Schema.js"
 import { planToolChoice, planTools, type ToolPlan } from "./Tools.js"
@@ -84,21 +84,12 @@ export const responsesRoutes = Effect.gen(function* () {
         const output = previous.value.response.output
         history = [...previous.value.input, ...outputAsInput(Array.isArray(output) ? (output as ReadonlyArray<Item>) : [])]
       }
-      const referenced = new Map<string, Item>()
-      if (Array.isArray(wire.input)) {
-        for (const raw of wire.input) {
-          const item = raw as Item
-          if (typeof item === "object" && item !== null && item.type === "item_reference" && typeof item.id === "string") {
-            const held = yield* memory.lookup(app, item.id)
-            if (Option.isSome(held)) referenced.set(item.id, held.value)
-          }
-        }
-      }
-      const fresh = yield* fromEither(readInput(wire.input, (id) => referenced.get(id)))
-      const input = [...history, ...fresh]
-      const remote = yield* fetchEach(fileUrls(input), fetchRemote)
-      const files = yield* resolveFiles(app, fileRefs(input, history.length), "openai")
-      const conversation = yield* fromEither(toConversation(input, wire.instructions ?? undefined, history.length, remote, files))
+      const fresh = yield* resolveReferences(yield* fromEither(readInput(wire.input)), (id) => memory.lookup(app, id))
+      const input = [...history, ...fresh.items]
+      const typed = [...decodedBefore(history), ...fresh.typed]
+      const remote = yield* fetchEach(fileUrls(typed), fetchRemote)
+      const files = yield* resolveFiles(app, fileRefs(typed, history.length), "openai")
+      const conversation = yield* fromEither(toConversation(typed, wire.instructions ?? undefined, history.length, remote, files))
       const plan = yield* fromEither(planTools(wire.tools ?? [], conversation.additionalTools, { onHostedTools: ctx.app.onHostedTools, maxTools: config.maxTools }))
       const toolChoice = yield* fromEither(planToolChoice(wire.tool_choice, plan))
       const structured = yield* fromEither(structuredOf(wire, plan, toolChoice))
