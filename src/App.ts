@@ -52,7 +52,7 @@ const factoriesLayer = (config: GatewayConfig) =>
  */
 export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<ProviderClient>) => {
   const settings = Layer.succeed(Settings, config)
-  const database = databaseLayer(config.dataDir)
+  const database = databaseLayer(config)
   const base = Layer.mergeAll(settings, KeyStore.layerWithRuntime(config).pipe(Layer.provide(database)), Catalog.layer(config), Log.layer(config.accessLog), Metrics.layer)
   const limits = Limits.layer(config).pipe(Layer.provide(base))
   const providerClient = providers ?? ProviderClient.layer(config.providers).pipe(Layer.provide(factoriesLayer(config)))

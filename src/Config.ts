@@ -96,6 +96,16 @@ export const GatewayConfig = Schema.Struct({
     { exact: true, default: () => ({ host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] }) }
   ),
   dataDir: Schema.optionalWith(Schema.String, { exact: true, default: () => "./data" }),
+  /** PostgreSQL shared by replicas; absent: SQLite in dataDir */
+  database: Schema.optionalWith(
+    Schema.Struct({
+      url: optionalExact(Schema.Redacted(Schema.String)),
+      poolSize: Schema.optionalWith(PositiveInt, { exact: true, default: () => 10 })
+    }),
+    { exact: true, default: () => ({ poolSize: 10 }) }
+  ),
+  /** this replica's id in /gateway/status (default: host name and port) */
+  replicaId: optionalExact(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
   adminKey: optionalExact(Schema.Redacted(Schema.String.pipe(Schema.minLength(8, { message: () => "the admin key needs at least 8 characters" })))),
   keys: Schema.optionalWith(Schema.Array(KeyConfig), { exact: true, default: () => [] }),
   providers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: ProviderConfig }), { exact: true, default: () => ({}) }),
@@ -236,6 +246,9 @@ const crossCheck = (config: GatewayConfig): Array<string> => {
   })
   for (const name of Object.keys(config.limits.apps)) {
     if (!config.keys.some((k) => k.app === name)) problems.push(`limits.apps.${name}: no key belongs to app ${name}`)
+  }
+  if (config.database.url !== undefined && !/^postgres(ql)?:\/\//.test(Redacted.value(config.database.url))) {
+    problems.push("database.url: must be a postgres:// or postgresql:// URL")
   }
   if (config.limits.bodyReadMaxMs < config.limits.bodyReadTimeoutMs) {
     problems.push("limits.bodyReadMaxMs: must be at least limits.bodyReadTimeoutMs")

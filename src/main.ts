@@ -2,6 +2,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Either, Layer } from "effect"
 import { parseArgs } from "node:util"
 import { gatewayLayer } from "./App.js"
+import { DatabaseUnreachable } from "./sql/Postgres.js"
 import { decodeConfig, defaultConfigDocument, loadConfigFile, type GatewayConfig } from "./Config.js"
 
 const usage = "usage: gateway [--config FILE] [--port N]"
@@ -39,6 +40,11 @@ const reason = (u: unknown): string => {
 }
 
 Layer.launch(gatewayLayer(config)).pipe(
+  // the database never answered: one line naming database.url (host only), exit 2
+  Effect.catchIf(
+    (error): error is DatabaseUnreachable => error instanceof DatabaseUnreachable,
+    (error) => Effect.sync(() => fail([error.message]))
+  ),
   // a start failure (port in use, data dir not writable): one plain line on stderr, exit 1
   Effect.tapErrorCause((cause) =>
     Cause.isInterruptedOnly(cause)

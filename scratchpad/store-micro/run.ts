@@ -9,7 +9,7 @@ import * as path from "node:path"
 import { randomHex } from "../../src/domain/Ids.js"
 import { Log } from "../../src/services/Log.js"
 import { ResponseStore, type StoredRecord } from "../../src/services/ResponseStore.js"
-import { databaseLayer } from "../../src/sql/Database.js"
+import { sqliteLayer as databaseLayer } from "../../src/sql/Database.js"
 
 const dir = fs.mkdtempSync(path.join(process.env.MICRO_DIR ?? os.tmpdir(), "store-micro-"))
 const recordOf = (i: number): StoredRecord => {

@@ -1,19 +1,29 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteMigrator from "@effect/sql-sqlite-node/SqliteMigrator"
-import { Effect, Layer } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer, Redacted } from "effect"
+import Pg from "pg"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type { GatewayConfig } from "../Config.js"
 import meta from "./migrations/0001_meta.js"
 import responses from "./migrations/0002_responses.js"
 import files from "./migrations/0003_files.js"
 import usage from "./migrations/0004_usage.js"
 import keys from "./migrations/0005_keys.js"
-import * as SqliteClient from "./SqliteClient.js"
 import usageApp from "./migrations/0006_usage_app.js"
 import responsesInline from "./migrations/0007_responses_inline.js"
+import replicas from "./migrations/0008_replicas.js"
+import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
+import * as SqliteClient from "./SqliteClient.js"
+import { WalSync } from "./WalSync.js"
 
-/** Migrations by `<id>_<name>`, run in order at start. */
+/**
+ * Migrations by `<id>_<name>`, run in order at start: the same list for both backends (a
+ * migration states its dialect differences inside).
+ */
 const migrations = Migrator.fromRecord({
   "0001_meta": meta,
   "0002_responses": responses,
@@ -21,14 +31,23 @@ const migrations = Migrator.fromRecord({
   "0004_usage": usage,
   "0005_keys": keys,
   "0006_usage_app": usageApp,
-  "0007_responses_inline": responsesInline
+  "0007_responses_inline": responsesInline,
+  "0008_replicas": replicas
 })
+
+/** Which backend holds the gateway's state. */
+export class Backend extends Context.Tag("gateway/Backend")<
+  Backend,
+  {
+    readonly kind: "sqlite" | "postgres"
+  }
+>() {}
 
 /**
  * The one SQLite database, `<dataDir>/gateway.db`, in WAL mode, migrated at start. Every store is
  * a Layer over its SqlClient.
  */
-export const databaseLayer = (dataDir: string) => {
+export const sqliteLayer = (dataDir: string) => {
   const client = Layer.unwrapEffect(
     Effect.sync(() => {
       fs.mkdirSync(dataDir, { recursive: true })
@@ -36,5 +55,50 @@ export const databaseLayer = (dataDir: string) => {
     })
   )
   const migrated = SqliteMigrator.layer({ loader: migrations }).pipe(Layer.provide(NodeContext.layer))
-  return Layer.provideMerge(migrated, client).pipe(Layer.orDie)
+  return Layer.mergeAll(Layer.provideMerge(migrated, client), Layer.succeed(Backend, { kind: "sqlite" })).pipe(Layer.orDie)
 }
+
+/** any 64-bit number, the same on every replica: the lock migrations run under */
+const MIGRATION_LOCK = 0x6c6c6d67 // "llmg"
+
+/**
+ * Migrations on PostgreSQL, under a session advisory lock held by a connection of its own (outside
+ * the pool, which may have a single connection): replicas started together run them one after the
+ * other, and the later ones find nothing to do.
+ */
+const migratePostgres = (url: Redacted.Redacted<string>) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: async () => {
+            const client = new Pg.Client({ connectionString: Redacted.value(url) })
+            client.on("error", () => {})
+            await client.connect()
+            await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK])
+            return client
+          },
+          catch: (cause) => new SqlError({ cause, message: "Failed to take the migration lock" })
+        }),
+        // ending the session releases its advisory lock
+        (client) => Effect.promise(() => client.end().catch(() => undefined))
+      )
+      return yield* Migrator.make({})({ loader: migrations })
+    })
+  )
+
+/**
+ * PostgreSQL at `url`, shared by every replica: `poolSize` connections, migrated at start. Fails
+ * with `DatabaseUnreachable` (host only) when no connection opens within 30 s.
+ */
+export const postgresDatabaseLayer = (url: Redacted.Redacted<string>, poolSize: number, options: { readonly connectWithinMs?: number } = {}) => {
+  const client = postgresLayer({ url, poolSize, ...options })
+  const migrated = Layer.effectDiscard(Effect.orDie(migratePostgres(url)))
+  // commits are durable when PostgreSQL answers them: nothing to sync afterwards
+  const noWal = Layer.succeed(WalSync, WalSync.of({ sync: Effect.void }))
+  return Layer.mergeAll(Layer.provideMerge(migrated, client), noWal, Layer.succeed(Backend, { kind: "postgres" }))
+}
+
+/** The database of a config: PostgreSQL when `database.url` is set, else SQLite in `dataDir`. */
+export const databaseLayer = (config: GatewayConfig): Layer.Layer<SqlClient.SqlClient | WalSync | Backend, DatabaseUnreachable> =>
+  config.database.url === undefined ? sqliteLayer(config.dataDir) : postgresDatabaseLayer(config.database.url, config.database.poolSize)

@@ -18,7 +18,7 @@ import { makeResumable } from "../../src/protocols/files/Resumable.js"
 import { Catalog } from "../../src/services/Catalog.js"
 import { FileStore } from "../../src/services/FileStore.js"
 import { KeyStore } from "../../src/services/KeyStore.js"
-import { databaseLayer } from "../../src/sql/Database.js"
+import { sqliteLayer as databaseLayer } from "../../src/sql/Database.js"
 import { configOf } from "../support/Gateway.js"
 
 const MINUTE = 60 * 1000

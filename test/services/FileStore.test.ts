@@ -8,7 +8,7 @@ import { acceptedKinds } from "../../src/domain/FileKind.js"
 import { randomHex } from "../../src/domain/Ids.js"
 import { Log } from "../../src/services/Log.js"
 import { type CommitOptions, FileStore, type FileStoreLimits, type StageOptions } from "../../src/services/FileStore.js"
-import { databaseLayer } from "../../src/sql/Database.js"
+import { sqliteLayer as databaseLayer } from "../../src/sql/Database.js"
 
 const DAY = 24 * 60 * 60 * 1000
 const FILE_ID = /^file-[0-9a-f]{32}$/

@@ -7,7 +7,7 @@ import * as path from "node:path"
 import { randomHex } from "../../src/domain/Ids.js"
 import { Log } from "../../src/services/Log.js"
 import { ResponseStore, type ResponseStoreLimits, type StoredRecord } from "../../src/services/ResponseStore.js"
-import { databaseLayer } from "../../src/sql/Database.js"
+import { sqliteLayer as databaseLayer } from "../../src/sql/Database.js"
 import { WalSync } from "../../src/sql/WalSync.js"
 
 const DAY = 24 * 60 * 60 * 1000

@@ -7,7 +7,20 @@ import { Effect } from "effect"
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  yield* sql`CREATE TABLE files (
+  yield* sql.onDialectOrElse({
+    pg: () => sql`CREATE TABLE files (
+      seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      id TEXT NOT NULL UNIQUE,
+      app TEXT NOT NULL,
+      filename TEXT NOT NULL,
+      display_name TEXT,
+      purpose TEXT NOT NULL,
+      mime_type TEXT NOT NULL,
+      bytes BIGINT NOT NULL,
+      created_at BIGINT NOT NULL,
+      expires_at BIGINT NOT NULL
+    )`,
+    orElse: () => sql`CREATE TABLE files (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
     app TEXT NOT NULL,
@@ -19,6 +32,7 @@ export default Effect.gen(function* () {
     created_at INTEGER NOT NULL,
     expires_at INTEGER NOT NULL
   )`
+  })
   // listings per app in upload order
   yield* sql`CREATE INDEX files_app_seq ON files (app, seq)`
   // the retention sweep

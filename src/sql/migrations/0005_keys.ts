@@ -8,7 +8,7 @@ export default Effect.gen(function* () {
     id TEXT PRIMARY KEY,
     app TEXT NOT NULL,
     digest TEXT NOT NULL UNIQUE,
-    created_at INTEGER NOT NULL,
-    revoked_at INTEGER
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT
   )`
 })

@@ -9,5 +9,8 @@ import { Effect } from "effect"
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  yield* sql`ALTER TABLE responses ADD COLUMN body BLOB`
+  yield* sql.onDialectOrElse({
+    pg: () => sql`ALTER TABLE responses ADD COLUMN body BYTEA`,
+    orElse: () => sql`ALTER TABLE responses ADD COLUMN body BLOB`
+  })
 })
