@@ -34,6 +34,7 @@ import { RemoteFiles } from "./services/RemoteFiles.js"
 import { ResponseStore } from "./services/ResponseStore.js"
 import { UsageLog } from "./services/Usage.js"
 import { databaseLayer } from "./sql/Database.js"
+import { Replicas } from "./services/Replicas.js"
 
 /** Provider factories: one per provider type. A new provider type is one more entry. */
 const factoriesLayer = (config: GatewayConfig) =>
@@ -61,7 +62,8 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const fileStore = FileStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const remoteFiles = RemoteFiles.layer.pipe(Layer.provide(settings))
-  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, responseStore, fileStore, ItemMemory.layer(), remoteFiles)
+  const replicas = Replicas.layer.pipe(Layer.provide(Layer.merge(database, base)))
+  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, responseStore, fileStore, ItemMemory.layer(), remoteFiles, replicas)
 }
 
 /** Every route of the gateway: the table the router is built from and the discovery page lists. */
@@ -98,6 +100,7 @@ export const allRoutes = Effect.gen(function* () {
 const announce = Layer.effectDiscard(
   Effect.gen(function* () {
     const { host, port } = yield* GatewayServer
+    yield* (yield* Replicas).bind(port)
     yield* Effect.sync(() => process.stdout.write(`listening on http://${host.includes(":") ? `[${host}]` : host}:${port}\n`))
   })
 )

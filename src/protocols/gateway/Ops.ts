@@ -9,6 +9,7 @@ import { FileStore } from "../../services/FileStore.js"
 import { KeyStore } from "../../services/KeyStore.js"
 import { Limits } from "../../services/Limits.js"
 import { Metrics } from "../../services/Metrics.js"
+import { Replicas } from "../../services/Replicas.js"
 import { ResponseStore } from "../../services/ResponseStore.js"
 import { makeOwnAuth } from "./Usage.js"
 
@@ -32,6 +33,7 @@ export const opsRoutes = Effect.gen(function* () {
   const limits = yield* Limits
   const responses = yield* ResponseStore
   const files = yield* FileStore
+  const replicas = yield* Replicas
   const auth = yield* makeOwnAuth
   const version = packageVersion()
   const startedAt = Date.now()
@@ -57,6 +59,8 @@ export const opsRoutes = Effect.gen(function* () {
       const g = gauges()
       return Reply.json({
         version,
+        replica: yield* replicas.id,
+        replicas: yield* replicas.seen,
         uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
         providers: Object.entries(config.providers).map(([name, p]) => ({
           name,
