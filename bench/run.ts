@@ -12,6 +12,9 @@
  *   --no-peer    leave the peer gateway out (no npm install)
  *   --soak       only the soak (bench/soak.ts): 10 minutes of mixed traffic with faults injected
  *   --soak-seconds N   the soak's length (implies --soak unless --all); --all runs it too
+ *   --postgres   only the storage backends (bench/postgres.ts): SQLite, PostgreSQL, and two
+ *                PostgreSQL replicas behind a round-robin proxy (starts its own PostgreSQL unless
+ *                TEST_DATABASE_URL names one)
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -20,10 +23,11 @@ import { filesScenario } from "./files.js"
 import { usageScenario } from "./usage.js"
 import { load, median, post, repoRoot, startGateway, type LoadResult } from "./lib.js"
 import { closeLoader } from "./procs.js"
+import { runPostgresBench, type PostgresBenchReport } from "./postgres.js"
 import { runSoak, soakSettings, type SoakReport } from "./soak.js"
 
 const argv = process.argv.slice(2)
-const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds"]
+const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres"]
 /** `--soak-seconds N` (or `--soak-seconds=N`) */
 let soakSeconds: number | undefined
 for (let i = 0; i < argv.length; i++) {
@@ -48,7 +52,9 @@ const filesOnly = argv.includes("--files")
 const existing = argv.includes("--existing") || argv.includes("--all") || filesOnly
 /** `--soak` (or `--soak-seconds`): the soak, and the comparison only with `--all`; `--all`: the soak too, last */
 const soak = argv.includes("--soak") || soakSeconds !== undefined || argv.includes("--all")
-const comparison = !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
+/** `--postgres`: only the storage backends */
+const postgresOnly = argv.includes("--postgres")
+const comparison = !postgresOnly && !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
 const seconds = quick ? 2 : 4
 const rounds = quick ? 1 : 3
 const startedAt = new Date()
@@ -154,7 +160,9 @@ const existingScenarios = async () => {
 
 let report: ContestReport | undefined
 let soakReport: SoakReport | undefined
+let postgresReport: PostgresBenchReport | undefined
 try {
+  if (postgresOnly) postgresReport = await runPostgresBench({ seconds: quick ? 2 : 4, rounds: quick ? 1 : 3 }, log)
   if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer") }, log)
   if (existing) await existingScenarios()
   // a quick run has a 1-minute soak unless told otherwise
@@ -171,9 +179,10 @@ if (rows.length > 0) {
   for (const r of rows) process.stdout.write(`${`${r.scenario}  ${r.measure}`.padEnd(width)}  ${String(r.value).padStart(10)} ${r.unit}\n`)
 }
 if (soakReport !== undefined) process.stdout.write(`\n${soakReport.text}\n`)
+if (postgresReport !== undefined) process.stdout.write(`\nstorage backends${quick ? " (quick)" : ""}\n\n${postgresReport.table}\n`)
 const out = path.join(repoRoot, "bench/results")
 fs.mkdirSync(out, { recursive: true })
 const file = path.join(out, `${startedAt.toISOString().replace(/[:.]/g, "-")}.json`)
-fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null }, null, 2))
+fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null }, null, 2))
 process.stdout.write(`\nwrote ${path.relative(repoRoot, file)}\n`)
 process.exit(0)
