@@ -253,6 +253,28 @@ bogus: 1
     expect(fs.existsSync(path.join(cwd, "data")), "no data dir for a config that was refused").toBe(false)
   })
 
+  it("database.url unreachable: retries for 30 s, then status 2 with one line naming the host only (never the password or database)", async (ctx) => {
+    const r = resources(ctx)
+    const cwd = r.tempDir()
+    // a loopback port nothing listens on: every connection is refused at once
+    const port = await new Promise<number>((resolve) => {
+      const probe = net.createServer().listen(0, "127.0.0.1", () => {
+        const bound = (probe.address() as net.AddressInfo).port
+        probe.close(() => resolve(bound))
+      })
+    })
+    write(cwd, "db.yaml", "database: { url: env:DATABASE_URL }\nproviders: { mock: { type: mock } }\n")
+    const started = Date.now()
+    const gateway = run(r, ["--config", "db.yaml", "--port", "0"], { cwd, env: { DATABASE_URL: `postgres://gwuser:${secrets.UPSTREAM_KEY}@127.0.0.1:${port}/secretdb?sslmode=disable` } })
+    const { code } = await exitsWithin(gateway, 60_000)
+    expect(code).toBe(2)
+    expect(Date.now() - started).toBeGreaterThanOrEqual(29_000)
+    expect(stderrLines(gateway)).toEqual([`database.url: cannot connect to PostgreSQL at 127.0.0.1:${port}`])
+    expect(gateway.stdout()).toBe("")
+    expect(gateway.stderr()).not.toMatch(/gwuser|secretdb|sslmode/)
+    expectClean(gateway)
+  }, 70_000)
+
   it("a missing env variable in the config: status 2 naming the path", async (ctx) => {
     const r = resources(ctx)
     const cwd = r.tempDir()
