@@ -75,6 +75,7 @@ const makeMetrics = () => {
   const buckets = RECENT_MS / 1000
   const recent = new Map<string, { readonly second: Array<number>; readonly calls: Array<number>; readonly failures: Array<number> }>()
   let inFlight = 0
+  let usageDropped = 0
 
   const remember = (provider: string, failed: boolean) => {
     const second = Math.floor(Date.now() / 1000)
@@ -121,6 +122,8 @@ const makeMetrics = () => {
       })
     },
     requestsInFlight: () => inFlight,
+    /** usage records not kept: the buffer held its bound while the database was not answering */
+    usageRecordsDropped: (n: number) => void (usageDropped += n),
     /** the Prometheus text exposition (version 0.0.4) */
     render: (gauges: Gauges): string => {
       const out: Array<string> = []
@@ -145,6 +148,11 @@ const makeMetrics = () => {
       histogram("gateway_model_call_duration_seconds", "Duration of model calls, by model.", modelSeconds)
       histogram("gateway_time_to_first_token_seconds", "Time to the first model event of streamed calls, by model.", ttftSeconds)
       counter("gateway_upstream_errors_total", "Failed model calls, by provider and error kind.", upstreamErrors)
+      out.push(
+        "# HELP gateway_usage_records_dropped_total Usage records dropped because the buffer was full while the database was not answering.",
+        "# TYPE gateway_usage_records_dropped_total counter",
+        `gateway_usage_records_dropped_total ${usageDropped}`
+      )
       gauge("gateway_requests_in_flight", "HTTP requests being handled.", gauges.requestsInFlight)
       gauge("gateway_model_requests_in_flight", "Model calls holding a concurrency slot.", gauges.modelRequestsInFlight)
       gauge("gateway_body_bytes_in_flight", "Request body bytes being read.", gauges.bodyBytesInFlight)
