@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Schema, TestClock } from "effect"
+import { Effect, Layer, Redacted, Schema, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -8,7 +8,10 @@ import { emptyUsage } from "../../src/domain/Canonical.js"
 import { Log } from "../../src/services/Log.js"
 import { Metrics } from "../../src/services/Metrics.js"
 import { UsageLog, type UsageFilter, type UsageRecord, type UsageReport } from "../../src/services/Usage.js"
-import { backends, type BackendUnderTest, type OpenDatabase } from "../support/Backends.js"
+import { postgresDatabaseLayer } from "../../src/sql/Database.js"
+import { backends, type BackendUnderTest, type OpenDatabase, postgresBackend } from "../support/Backends.js"
+import { cuttableProxy } from "../support/CuttableProxy.js"
+import { hasPostgres } from "../support/Postgres.js"
 import { referenceReport, sampleRecords } from "./UsageReference.js"
 
 /**
@@ -214,4 +217,42 @@ describe("UsageLog across backends", () => {
     expect(reportsBy.size).toBe(backends.length)
     for (const reports of others) expect(reports).toEqual(first)
   })
+})
+
+describe.skipIf(!hasPostgres)("UsageLog with PostgreSQL lost while serving", () => {
+  it.scoped("records wait in memory while the server is unreachable and are written when it is back, with no restart", () =>
+    Effect.gen(function* () {
+      const db = yield* openDatabase(postgresBackend)
+      const target = new URL(db.url ?? "")
+      const proxy = yield* Effect.acquireRelease(
+        Effect.promise(() => cuttableProxy(target.hostname, Number(target.port))),
+        (p) => Effect.promise(() => p.close())
+      )
+      const via = new URL(target)
+      via.hostname = "127.0.0.1"
+      via.port = String(proxy.port)
+      const proxied: OpenDatabase = { layer: Layer.orDie(postgresDatabaseLayer(Redacted.make(via.toString()), 2)), close: async () => {} }
+      yield* Effect.gen(function* () {
+        const log = yield* UsageLog
+        log.record(recordOf("a"))
+        yield* TestClock.adjust("1 second")
+        yield* settled
+        expect(yield* rowsIn(db)).toEqual(["a"])
+
+        yield* Effect.promise(() => proxy.cut())
+        log.record(recordOf("b"))
+        log.record(recordOf("c"))
+        yield* TestClock.adjust("1 second")
+        const down = yield* Effect.flip(log.report({ from: "1970-01-01", to: "1970-01-01" }))
+        expect([down.status, down.code]).toEqual([503, "database_unavailable"])
+        expect(log.pending()).toBe(2)
+
+        yield* Effect.promise(() => proxy.restore())
+        yield* TestClock.adjust("1 second")
+        yield* settled
+        expect(yield* rowsIn(db)).toEqual(["a", "b", "c"])
+        expect((yield* log.report({ from: "1970-01-01", to: "1970-01-01" })).totals.requests).toBe(3)
+        expect(yield* droppedCount).toBe(0)
+      }).pipe(Effect.provide(logLayer(proxied)))
+    }))
 })
