@@ -1,6 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Context, Effect, Layer, Option, Runtime, Schedule, Schema } from "effect"
+import { Cause, Context, Effect, Layer, Option, Runtime, Schedule, Schema } from "effect"
 import type { Usage as TokenUsage } from "../domain/Canonical.js"
 import { Errors, type GatewayError } from "../domain/Errors.js"
 import { Log } from "./Log.js"
@@ -82,19 +82,23 @@ const UsageRow = Schema.Struct({
   ttft_ms: Schema.NullOr(Schema.Number)
 })
 
+/** PostgreSQL text cannot hold NUL (a model name from a request body may): stored without it on both backends. */
+const text = (value: string) => (value.includes("\u0000") ? value.replaceAll("\u0000", "") : value)
+const optionalText = (value: string | undefined) => (value === undefined ? null : text(value))
+
 const rowOf = (r: UsageRecord): typeof UsageRow.Type => ({
   time: r.time,
   day: dayOf(r.time),
-  app: r.app,
-  user: r.user ?? null,
-  key_id: r.keyId,
-  protocol: r.protocol,
-  route: r.route,
-  requested_model: r.requestedModel,
-  model: r.model ?? null,
-  provider: r.provider ?? null,
-  session_id: r.sessionId ?? null,
-  status: r.status,
+  app: text(r.app),
+  user: optionalText(r.user),
+  key_id: text(r.keyId),
+  protocol: text(r.protocol),
+  route: text(r.route),
+  requested_model: text(r.requestedModel),
+  model: optionalText(r.model),
+  provider: optionalText(r.provider),
+  session_id: optionalText(r.sessionId),
+  status: text(r.status),
   input_tokens: r.usage.inputTokens,
   output_tokens: r.usage.outputTokens,
   cache_read_tokens: r.usage.cacheReadTokens,
@@ -161,13 +165,43 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
       const writeOldest = Effect.suspend(() => {
         const batch = pending.slice(0, FLUSH_AT)
         // not interrupted between the commit and the removal: a record is never written twice
-        return Effect.uninterruptible(Effect.as(Effect.tap(write(batch), () => Effect.sync(() => pending.splice(0, batch.length))), batch.length))
+        return Effect.uninterruptible(Effect.tap(write(batch), () => Effect.sync(() => pending.splice(0, batch.length))))
       })
+
+      /** whether the usage table answers (else the database is down, or the table is unreachable) */
+      const tableAnswers = Effect.isSuccess(sql`SELECT 1 FROM usage LIMIT 1`)
+
+      /**
+       * The table answers but refused the batch: some record in it is at fault (a value the
+       * database cannot store). Write the batch's records one by one and drop (and count) the
+       * ones refused, rather than hold everything behind them.
+       */
+      const writeOneByOne = Effect.suspend(() =>
+        Effect.forEach(
+          pending.slice(0, FLUSH_AT),
+          (r) =>
+            Effect.uninterruptible(
+              write([r]).pipe(
+                Effect.catchAllCause(() =>
+                  Effect.sync(() => {
+                    metrics.usageRecordsDropped("refused", 1)
+                    log.error("usage.record_refused", { app: r.app, route: r.route })
+                  })
+                ),
+                Effect.zipRight(Effect.sync(() => pending.shift()))
+              )
+            ),
+          { discard: true }
+        )
+      )
 
       const drain: Effect.Effect<void> = Effect.suspend(() =>
         pending.length === 0
           ? Effect.void
           : writeOldest.pipe(
+              Effect.catchAllCause(() =>
+                Effect.flatMap(tableAnswers, (answers) => (answers ? writeOneByOne : Effect.failCause(Cause.empty)))
+              ),
               Effect.matchCauseEffect({
                 onFailure: () =>
                   Effect.sync(() => {
@@ -192,7 +226,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
 
       const record = (r: UsageRecord) => {
         if (!enabled) return
-        if (pending.length >= maxPending) return metrics.usageRecordsDropped(1)
+        if (pending.length >= maxPending) return metrics.usageRecordsDropped("buffer_full", 1)
         pending.push(r)
         // one early flush at a time, none while the database is failing (the timer retries)
         if (pending.length >= FLUSH_AT && !kicked && !failing) {

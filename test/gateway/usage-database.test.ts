@@ -59,7 +59,7 @@ for (const backend of backends) {
       await rename("usage_away", "usage")
       expect(await pollUntil(requests, (n) => n === 2, 5000)).toBe(2)
       const metrics = await get(gw!, "/gateway/metrics", ADMIN)
-      expect(metrics.text).toMatch(/^gateway_usage_records_dropped_total 0$/m)
+      expect(metrics.text).toMatch(/^gateway_usage_records_dropped_total\{reason="buffer_full"\} 0$/m)
     })
   })
 }

@@ -76,14 +76,32 @@ const settled = Effect.gen(function* () {
 const logLayer = (db: OpenDatabase, options: { readonly maxPending?: number } = {}) =>
   UsageLog.layer(true, options).pipe(Layer.provideMerge(Layer.mergeAll(db.layer, Log.layerMemory([]), Metrics.layer)))
 
-/** The drop counter of `/gateway/metrics`. */
-const droppedCount = Effect.map(Metrics, (metrics) => {
-  const line = metrics
-    .render({ modelRequestsInFlight: 0, bodyBytesInFlight: 0, requestsInFlight: 0 })
-    .split("\n")
-    .find((l) => l.startsWith("gateway_usage_records_dropped_total "))
-  return Number(line?.split(" ")[1])
-})
+/** A drop counter of `/gateway/metrics`. */
+const droppedCount = (reason: "buffer_full" | "refused") =>
+  Effect.map(Metrics, (metrics) => {
+    const prefix = `gateway_usage_records_dropped_total{reason="${reason}"} `
+    const line = metrics
+      .render({ modelRequestsInFlight: 0, bodyBytesInFlight: 0, requestsInFlight: 0 })
+      .split("\n")
+      .find((l) => l.startsWith(prefix))
+    return Number(line?.slice(prefix.length))
+  })
+
+/** A trigger refusing rows of the user `poison` (the database answers, but will not store that record). */
+const refusePoison = (db: OpenDatabase) =>
+  direct(
+    db,
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.onDialectOrElse({
+        pg: () =>
+          Effect.zipRight(
+            sql.unsafe(`CREATE FUNCTION refuse_poison() RETURNS trigger AS $$ BEGIN IF NEW."user" = 'poison' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`),
+            sql.unsafe(`CREATE TRIGGER refuse_poison BEFORE INSERT ON usage FOR EACH ROW EXECUTE FUNCTION refuse_poison()`)
+          ),
+        orElse: () => sql.unsafe(`CREATE TRIGGER refuse_poison BEFORE INSERT ON usage WHEN NEW."user" = 'poison' BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+      })
+    )
+  )
 
 /** Make the table vanish and come back (on its own connection): writes and reads fail in between, as with the database gone. */
 const renameUsage = (db: OpenDatabase, from: string, to: string) =>
@@ -193,7 +211,7 @@ for (const backend of backends) {
           expect(yield* log.hasApp("team-a")).toBe(true)
           for (const user of ["d", "e", "f", "g"]) log.record(recordOf(user))
           expect(log.pending()).toBe(5)
-          expect(yield* droppedCount).toBe(2)
+          expect(yield* droppedCount("buffer_full")).toBe(2)
           yield* TestClock.adjust("1 second")
           expect(log.pending()).toBe(5)
           yield* renameUsage(db, "usage_away", "usage")
@@ -202,10 +220,33 @@ for (const backend of backends) {
           expect(yield* rowsIn(db)).toEqual(["a", "b", "c", "d", "e"])
           const back = yield* log.report({ from: "1970-01-01", to: "1970-01-01" })
           expect(back.totals.requests).toBe(5)
-          expect(yield* droppedCount).toBe(2)
+          expect(yield* droppedCount("buffer_full")).toBe(2)
         }).pipe(Effect.provide(logLayer(db, { maxPending: 5 })))
         // nothing written twice
         expect(yield* rowsIn(db)).toEqual(["a", "b", "c", "d", "e"])
+      }))
+
+    it.scoped("a record the database refuses is dropped and counted, the records around it are written; NUL is left out of text", () =>
+      Effect.gen(function* () {
+        const db = yield* openDatabase(backend)
+        yield* refusePoison(db)
+        yield* Effect.gen(function* () {
+          const log = yield* UsageLog
+          for (const user of ["a", "poison", "b"]) log.record(recordOf(user))
+          log.record({ ...recordOf("c"), requestedModel: "alias/\u0000x", model: undefined, status: "invalid_model" })
+          yield* TestClock.adjust("1 second")
+          yield* settled
+          expect(yield* rowsIn(db)).toEqual(["a", "b", "c"])
+          expect(yield* droppedCount("refused")).toBe(1)
+          expect(yield* droppedCount("buffer_full")).toBe(0)
+          const report = yield* log.report({ from: "1970-01-01", to: "1970-01-01" })
+          expect(report.days[0].models.map((m) => m.model)).toEqual(["mock/echo", "alias/x"])
+          // later records are written as usual, in one transaction again
+          log.record(recordOf("d"))
+          yield* TestClock.adjust("1 second")
+          yield* settled
+          expect(yield* rowsIn(db)).toEqual(["a", "b", "c", "d"])
+        }).pipe(Effect.provide(logLayer(db)))
       }))
   })
 }
@@ -252,7 +293,7 @@ describe.skipIf(!hasPostgres)("UsageLog with PostgreSQL lost while serving", () 
         yield* settled
         expect(yield* rowsIn(db)).toEqual(["a", "b", "c"])
         expect((yield* log.report({ from: "1970-01-01", to: "1970-01-01" })).totals.requests).toBe(3)
-        expect(yield* droppedCount).toBe(0)
+        expect(yield* droppedCount("buffer_full")).toBe(0)
       }).pipe(Effect.provide(logLayer(proxied)))
     }))
 })
