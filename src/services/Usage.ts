@@ -221,7 +221,14 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
 
       if (enabled) {
         yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced(FLUSH_EVERY)))
-        yield* Effect.addFinalizer(() => flush)
+        yield* Effect.addFinalizer(() =>
+          Effect.tap(flush, () =>
+            Effect.sync(() => {
+              // the database did not answer the last flush: these are gone with the process
+              if (pending.length > 0) log.error("usage.lost_at_shutdown", { records: pending.length })
+            })
+          )
+        )
       }
 
       const record = (r: UsageRecord) => {

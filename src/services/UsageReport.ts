@@ -108,6 +108,16 @@ const add = (a: Totals, b: Totals): Totals => ({
   reasoningTokens: a.reasoningTokens + b.reasoningTokens
 })
 
+const groupBy = <A>(rows: ReadonlyArray<A>, key: (row: A) => string): Map<string, Array<A>> => {
+  const groups = new Map<string, Array<A>>()
+  for (const row of rows) {
+    const group = groups.get(key(row))
+    if (group === undefined) groups.set(key(row), [row])
+    else group.push(row)
+  }
+  return groups
+}
+
 /** first occurrence: earliest time, then earliest written */
 const byFirst = (a: Group, b: Group) => a.first_time - b.first_time || a.first_id - b.first_id
 
@@ -217,7 +227,8 @@ export const makeReport = Effect.gen(function* () {
         const hourRows = hourly ? yield* hours(filter) : []
         const userRows = yield* users(filter)
 
-        const days = [...new Set(models.map((m) => m.day))].sort()
+        const modelsOf = groupBy(models, (m) => m.day)
+        const appsOf = groupBy(apps, (a) => a.day)
         const totals = models.reduce((sum, m) => add(sum, totalsOf(m)), zeroTotals)
         return {
           from: filter.from,
@@ -229,16 +240,12 @@ export const makeReport = Effect.gen(function* () {
             latencyMs: overall === undefined ? noPercentiles : percentilesOf(overall.l50, overall.l90, overall.l99),
             ttftMs: overall === undefined ? noPercentiles : percentilesOf(overall.t50, overall.t90, overall.t99)
           },
-          days: days.map((day) => ({
+          days: [...modelsOf.keys()].sort().map((day) => ({
             day,
-            models: models
-              .filter((m) => m.day === day)
+            models: (modelsOf.get(day) ?? [])
               .sort(byFirst)
               .map((m) => ({ model: m.model, ...totalsOf(m), latencyMs: modelPercentiles.get(`${day}\u0000${m.model}`) ?? noPercentiles })),
-            apps: apps
-              .filter((a) => a.day === day)
-              .sort(byFirst)
-              .map((a) => ({ app: a.app, ...totalsOf(a) }))
+            apps: (appsOf.get(day) ?? []).sort(byFirst).map((a) => ({ app: a.app, ...totalsOf(a) }))
           })),
           ...(hourly
             ? { hours: [...hourRows].sort((a, b) => a.hour - b.hour).map((h) => ({ hour: new Date(h.hour * HOUR_MS).toISOString().slice(0, 13), ...totalsOf(h) })) }
@@ -248,5 +255,5 @@ export const makeReport = Effect.gen(function* () {
             .map((u) => ({ user: u.name, ...totalsOf(u) }))
         } satisfies UsageReport
       })
-    )
+    ).pipe(Effect.withSpan("UsageLog.report", { attributes: { from: filter.from, to: filter.to } }))
 })
