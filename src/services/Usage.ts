@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Cause, Context, Effect, Layer, Option, Runtime, Schedule, Schema } from "effect"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer, Option, type ParseResult, Runtime, Schedule, Schema } from "effect"
 import type { Usage as TokenUsage } from "../domain/Canonical.js"
 import { Errors, type GatewayError } from "../domain/Errors.js"
 import { Log } from "./Log.js"
@@ -113,6 +114,19 @@ const databaseDown = () => Errors.unavailable("database_unavailable", "Usage can
 const unreadable = () => Errors.internal("usage_unreadable", "The usage table holds rows the gateway could not read")
 const toGatewayError = (error: { readonly _tag: "SqlError" | "ParseError" }): GatewayError => (error._tag === "SqlError" ? databaseDown() : unreadable())
 
+/**
+ * Whether a write failed for the values of the records it carried (a constraint, a value out of
+ * range, text the database cannot hold), which writing them again cannot cure; not for the
+ * database being unreachable, full, busy or missing the table, which passes.
+ */
+const refusedForItsValues = (error: SqlError | ParseResult.ParseError): boolean => {
+  if (error._tag === "ParseError") return true
+  const code: unknown = typeof error.cause === "object" && error.cause !== null && "code" in error.cause ? error.cause.code : undefined
+  if (typeof code !== "string") return false
+  // SQLite result codes; PostgreSQL SQLSTATE classes 22 (data exception), 23 (integrity), P0 (raised by a trigger)
+  return /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/.test(code) || /^(22|23|P0)[0-9A-Z]{3}$/.test(code)
+}
+
 export interface UsageOptions {
   /** records kept in memory while the database does not answer (default MAX_PENDING) */
   readonly maxPending?: number
@@ -168,13 +182,10 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
         return Effect.uninterruptible(Effect.tap(write(batch), () => Effect.sync(() => pending.splice(0, batch.length))))
       })
 
-      /** whether the usage table answers (else the database is down, or the table is unreachable) */
-      const tableAnswers = Effect.isSuccess(sql`SELECT 1 FROM usage LIMIT 1`)
-
       /**
-       * The table answers but refused the batch: some record in it is at fault (a value the
-       * database cannot store). Write the batch's records one by one and drop (and count) the
-       * ones refused, rather than hold everything behind them.
+       * Some record of the batch is at fault (a value the database will not store): write the
+       * batch's records one by one, dropping (and counting) the ones refused for what they hold,
+       * rather than hold everything behind them. Any other failure stops here, the rest kept.
        */
       const writeOneByOne = Effect.suspend(() =>
         Effect.forEach(
@@ -182,7 +193,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
           (r) =>
             Effect.uninterruptible(
               write([r]).pipe(
-                Effect.catchAllCause(() =>
+                Effect.catchIf(refusedForItsValues, () =>
                   Effect.sync(() => {
                     metrics.usageRecordsDropped("refused", 1)
                     log.error("usage.record_refused", { app: r.app, route: r.route })
@@ -199,9 +210,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
         pending.length === 0
           ? Effect.void
           : writeOldest.pipe(
-              Effect.catchAllCause(() =>
-                Effect.flatMap(tableAnswers, (answers) => (answers ? writeOneByOne : Effect.failCause(Cause.empty)))
-              ),
+              Effect.catchIf(refusedForItsValues, () => writeOneByOne),
               Effect.matchCauseEffect({
                 onFailure: () =>
                   Effect.sync(() => {
