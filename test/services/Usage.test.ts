@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Redacted, Schema, TestClock } from "effect"
+import { Context, Effect, Layer, Redacted, Schema, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -295,5 +295,21 @@ describe.skipIf(!hasPostgres)("UsageLog with PostgreSQL lost while serving", () 
         expect((yield* log.report({ from: "1970-01-01", to: "1970-01-01" })).totals.requests).toBe(3)
         expect(yield* droppedCount("buffer_full")).toBe(0)
       }).pipe(Effect.provide(logLayer(proxied)))
+    }))
+})
+
+describe.skipIf(!hasPostgres)("UsageLog on two replicas of one PostgreSQL", () => {
+  it.scoped("each replica writes its own records; a report from either has them all", () =>
+    Effect.gen(function* () {
+      const db = yield* openDatabase(postgresBackend)
+      // each build is a replica of its own: its own pool, buffer and flush fiber
+      const replicas = [yield* Layer.build(logLayer(db)), yield* Layer.build(logLayer(db))]
+      const records = sampleRecords()
+      records.forEach((r, i) => Context.get(replicas[i % 2], UsageLog).record(r))
+      const filter = FILTERS[0]
+      // a report flushes only its own replica's buffer: the other's records arrive with its flush
+      yield* TestClock.adjust("1 second")
+      for (const replica of replicas) yield* Effect.provide(settled, replica)
+      for (const replica of replicas) expect(yield* Context.get(replica, UsageLog).report(filter)).toEqual(referenceReport(records, filter))
     }))
 })
