@@ -136,7 +136,7 @@ export const makeReport = Effect.gen(function* () {
   // a failed call is counted on the model it asked for
   const model = sql`COALESCE(model, requested_model)`
   // floor division, whatever the sign
-  const hour = sql`(time - ((time % ${sql.literal(String(HOUR_MS))}) + ${sql.literal(String(HOUR_MS))}) % ${sql.literal(String(HOUR_MS))}) / ${sql.literal(String(HOUR_MS))}`
+  const hour = sql.literal(`(time - ((time % ${HOUR_MS}) + ${HOUR_MS}) % ${HOUR_MS}) / ${HOUR_MS}`)
 
   const dayModels = SqlSchema.findAll({
     Request: Filter,
@@ -163,7 +163,11 @@ export const makeReport = Effect.gen(function* () {
 
   const QUANTILES = [["50", "0.5"], ["90", "0.9"], ["99", "0.99"]] as const
 
-  /** PostgreSQL: the nearest-rank percentile is `percentile_disc` (rank `ceil(q * n)` in float8, as here). */
+  /**
+   * PostgreSQL: the nearest-rank percentile is `percentile_disc` (the row at rank `ceil(q * n)`,
+   * computed in float8 as JavaScript would); `percentile_cont` interpolates between two rows,
+   * which is not the report's definition.
+   */
   const pgPercentiles = (column: string, prefix: string) =>
     sql.literal(
       QUANTILES.map(([name, q]) => `percentile_disc(CAST(${q} AS double precision)) WITHIN GROUP (ORDER BY ${column}) AS ${prefix}${name}`).join(", ")
