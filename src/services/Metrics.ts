@@ -75,6 +75,9 @@ const makeMetrics = () => {
   const buckets = RECENT_MS / 1000
   const recent = new Map<string, { readonly second: Array<number>; readonly calls: Array<number>; readonly failures: Array<number> }>()
   let inFlight = 0
+  const usageDropped = new Family(() => 0)
+  // both series from the start, at 0: an alert can watch them before anything is dropped
+  for (const reason of ["buffer_full", "refused"]) usageDropped.at({ reason })
 
   const remember = (provider: string, failed: boolean) => {
     const second = Math.floor(Date.now() / 1000)
@@ -121,6 +124,11 @@ const makeMetrics = () => {
       })
     },
     requestsInFlight: () => inFlight,
+    /**
+     * usage records not kept: `buffer_full` while the database was not answering, `refused` when
+     * the database answered but would not store the record
+     */
+    usageRecordsDropped: (reason: "buffer_full" | "refused", n: number) => void (usageDropped.at({ reason }).value += n),
     /** the Prometheus text exposition (version 0.0.4) */
     render: (gauges: Gauges): string => {
       const out: Array<string> = []
@@ -145,6 +153,11 @@ const makeMetrics = () => {
       histogram("gateway_model_call_duration_seconds", "Duration of model calls, by model.", modelSeconds)
       histogram("gateway_time_to_first_token_seconds", "Time to the first model event of streamed calls, by model.", ttftSeconds)
       counter("gateway_upstream_errors_total", "Failed model calls, by provider and error kind.", upstreamErrors)
+      counter(
+        "gateway_usage_records_dropped_total",
+        "Usage records not written, by reason: buffer_full (the database was not answering and the buffer was full) or refused (the database would not store the record).",
+        usageDropped
+      )
       gauge("gateway_requests_in_flight", "HTTP requests being handled.", gauges.requestsInFlight)
       gauge("gateway_model_requests_in_flight", "Model calls holding a concurrency slot.", gauges.modelRequestsInFlight)
       gauge("gateway_body_bytes_in_flight", "Request body bytes being read.", gauges.bodyBytesInFlight)

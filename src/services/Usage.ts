@@ -1,14 +1,23 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Context, Effect, Layer, Option, Runtime, Schedule, Schema } from "effect"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer, Option, type ParseResult, Runtime, Schedule, Schema } from "effect"
 import type { Usage as TokenUsage } from "../domain/Canonical.js"
+import { Errors, type GatewayError } from "../domain/Errors.js"
 import { Log } from "./Log.js"
+import { Metrics } from "./Metrics.js"
+import { makeReport, noPercentiles, type UsageFilter, type UsageReport, zeroTotals } from "./UsageReport.js"
+
+export type { Percentiles, Totals, UsageFilter, UsageReport } from "./UsageReport.js"
 
 /**
  * Usage accounting (spec 2.6, ARCHITECTURE "Usage record"): one record per model call, of every
- * protocol and every candidate. Recording only appends to an in-memory batch; a fiber writes the
- * batch to SQLite once a second (and when it grows large, and at shutdown) in one transaction, so
- * the request path never waits on the database. A crash loses at most the last second of records.
+ * protocol and every candidate. Recording only appends to an in-memory buffer; a fiber writes it
+ * to the database once a second (and when it grows large, and at shutdown) in transactions of at
+ * most `FLUSH_AT` rows, so the request path never waits on the database. A crash loses at most the
+ * last second of records. While the database does not answer the records stay buffered (up to
+ * `maxPending`; past it new records are dropped and counted in `/gateway/metrics`) and are written
+ * when it answers again. Every replica writes its own; reports aggregate in SQL (UsageReport.ts).
  */
 
 export interface UsageRecord {
@@ -41,233 +50,209 @@ export interface Caller {
   readonly route: string
 }
 
-export interface UsageFilter {
-  readonly app?: string
-  readonly user?: string
-  /** YYYY-MM-DD, inclusive */
-  readonly from: string
-  readonly to: string
-}
-
-interface Totals {
-  requests: number
-  errors: number
-  inputTokens: number
-  outputTokens: number
-  cacheReadTokens: number
-  cacheWriteTokens: number
-  reasoningTokens: number
-}
-
-export interface UsageReport {
-  readonly from: string
-  readonly to: string
-  readonly app: string | null
-  readonly user: string | null
-  readonly totals: Totals & { readonly latencyMs: Percentiles; readonly ttftMs: Percentiles }
-  readonly days: ReadonlyArray<{
-    readonly day: string
-    readonly models: ReadonlyArray<Totals & { readonly model: string; readonly latencyMs: Percentiles }>
-    readonly apps: ReadonlyArray<Totals & { readonly app: string }>
-  }>
-  /** hourly totals (UTC, `YYYY-MM-DDTHH`) when the range is at most 7 days, for charts over time */
-  readonly hours?: ReadonlyArray<Totals & { readonly hour: string }>
-  /** the users with the most requests (at most 20) */
-  readonly topUsers: ReadonlyArray<Totals & { readonly user: string }>
-}
-
-export interface Percentiles {
-  readonly p50: number | null
-  readonly p90: number | null
-  readonly p99: number | null
-}
-
 const FLUSH_EVERY = "1 second"
 const FLUSH_AT = 2000
 const ROWS_PER_INSERT = 40
+/** records kept while the database does not answer (about 50 MB) */
+export const MAX_PENDING = 100_000
 
 export const dayOf = (time: number) => new Date(time).toISOString().slice(0, 10)
 
-const percentiles = (values: Array<number>): Percentiles => {
-  if (values.length === 0) return { p50: null, p90: null, p99: null }
-  values.sort((a, b) => a - b)
-  const at = (q: number) => Math.round(values[Math.min(values.length - 1, Math.ceil(q * values.length) - 1)] * 100) / 100
-  return { p50: at(0.5), p90: at(0.9), p99: at(0.99) }
+const NullableString = Schema.NullOr(Schema.String)
+
+/** One row of the usage table as written. */
+const UsageRow = Schema.Struct({
+  time: Schema.Number,
+  day: Schema.String,
+  app: Schema.String,
+  user: NullableString,
+  key_id: Schema.String,
+  protocol: Schema.String,
+  route: Schema.String,
+  requested_model: Schema.String,
+  model: NullableString,
+  provider: NullableString,
+  session_id: NullableString,
+  status: Schema.String,
+  input_tokens: Schema.Number,
+  output_tokens: Schema.Number,
+  cache_read_tokens: Schema.Number,
+  cache_write_tokens: Schema.Number,
+  reasoning_tokens: Schema.Number,
+  latency_ms: Schema.Number,
+  ttft_ms: Schema.NullOr(Schema.Number)
+})
+
+/** PostgreSQL text cannot hold NUL (a model name from a request body may): stored without it on both backends. */
+const text = (value: string) => (value.includes("\u0000") ? value.replaceAll("\u0000", "") : value)
+const optionalText = (value: string | undefined) => (value === undefined ? null : text(value))
+
+const rowOf = (r: UsageRecord): typeof UsageRow.Type => ({
+  time: r.time,
+  day: dayOf(r.time),
+  app: text(r.app),
+  user: optionalText(r.user),
+  key_id: text(r.keyId),
+  protocol: text(r.protocol),
+  route: text(r.route),
+  requested_model: text(r.requestedModel),
+  model: optionalText(r.model),
+  provider: optionalText(r.provider),
+  session_id: optionalText(r.sessionId),
+  status: text(r.status),
+  input_tokens: r.usage.inputTokens,
+  output_tokens: r.usage.outputTokens,
+  cache_read_tokens: r.usage.cacheReadTokens,
+  cache_write_tokens: r.usage.cacheWriteTokens,
+  reasoning_tokens: r.usage.reasoningTokens,
+  latency_ms: r.latencyMs,
+  ttft_ms: r.ttftMs ?? null
+})
+
+/** A report or lookup the database could not answer: 503, the caller may retry. */
+const databaseDown = () => Errors.unavailable("database_unavailable", "Usage cannot be read now: the database is not answering; retry shortly", { retryAfter: 5 })
+const unreadable = () => Errors.internal("usage_unreadable", "The usage table holds rows the gateway could not read")
+const toGatewayError = (error: { readonly _tag: "SqlError" | "ParseError" }): GatewayError => (error._tag === "SqlError" ? databaseDown() : unreadable())
+
+/**
+ * Whether a write failed for the values of the records it carried (a constraint, a value out of
+ * range, text the database cannot hold), which writing them again cannot cure; not for the
+ * database being unreachable, full, busy or missing the table, which passes.
+ */
+const refusedForItsValues = (error: SqlError | ParseResult.ParseError): boolean => {
+  if (error._tag === "ParseError") return true
+  const code: unknown = typeof error.cause === "object" && error.cause !== null && "code" in error.cause ? error.cause.code : undefined
+  if (typeof code !== "string") return false
+  // SQLite result codes; PostgreSQL SQLSTATE classes 22 (data exception), 23 (integrity), P0 (raised by a trigger)
+  return /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/.test(code) || /^(22|23|P0)[0-9A-Z]{3}$/.test(code)
 }
 
-const zero = (): Totals => ({ requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 })
-
-interface Row {
-  readonly time: number
-  readonly day: string
-  readonly app: string
-  readonly user: string | null
-  readonly model: string | null
-  readonly requested_model: string
-  readonly status: string
-  readonly input_tokens: number
-  readonly output_tokens: number
-  readonly cache_read_tokens: number
-  readonly cache_write_tokens: number
-  readonly reasoning_tokens: number
-  readonly latency_ms: number
-  readonly ttft_ms: number | null
+export interface UsageOptions {
+  /** records kept in memory while the database does not answer (default MAX_PENDING) */
+  readonly maxPending?: number
 }
 
 export class UsageLog extends Context.Tag("gateway/Usage")<
   UsageLog,
   {
     readonly enabled: boolean
-    /** append a record (never waits, never fails) */
+    /** append a record (never waits, never fails; dropped and counted past the buffer's bound) */
     readonly record: (record: UsageRecord) => void
-    /** write what is pending now */
+    /** write what is pending now (what the database refuses stays pending) */
     readonly flush: Effect.Effect<void>
-    readonly report: (filter: UsageFilter) => Effect.Effect<UsageReport>
+    /** records not yet written */
+    readonly pending: () => number
+    /** the report of a filter, aggregated by the database; 503 when it does not answer */
+    readonly report: (filter: UsageFilter) => Effect.Effect<UsageReport, GatewayError>
     /** whether any usage of this app is recorded (written or still pending) */
-    readonly hasApp: (app: string) => Effect.Effect<boolean>
+    readonly hasApp: (app: string) => Effect.Effect<boolean, GatewayError>
   }
 >() {
-  static readonly make = (enabled: boolean) =>
+  static readonly make = (enabled: boolean, options: UsageOptions = {}) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const log = yield* Log
+      const metrics = yield* Metrics
+      const maxPending = options.maxPending ?? MAX_PENDING
       // a full batch is written at once from `record`, which runs outside any fiber
       const runtime = yield* Effect.runtime<never>()
-      let pending: Array<UsageRecord> = []
+      // oldest first; a flush removes what it wrote from the front, `record` appends at the end
+      const pending: Array<UsageRecord> = []
+      let kicked = false
+      let failing = false
       const lock = yield* Effect.makeSemaphore(1)
 
+      const insert = SqlSchema.void({
+        Request: Schema.Array(UsageRow),
+        execute: (rows) => sql`INSERT INTO usage ${sql.insert(rows)}`
+      })
       const write = (batch: ReadonlyArray<UsageRecord>) =>
         sql.withTransaction(
           Effect.forEach(
             Array.from({ length: Math.ceil(batch.length / ROWS_PER_INSERT) }, (_, i) => batch.slice(i * ROWS_PER_INSERT, (i + 1) * ROWS_PER_INSERT)),
-            (rows) =>
-              sql`INSERT INTO usage ${sql.insert(
-                rows.map((r) => ({
-                  time: r.time,
-                  day: dayOf(r.time),
-                  app: r.app,
-                  user: r.user ?? null,
-                  key_id: r.keyId,
-                  protocol: r.protocol,
-                  route: r.route,
-                  requested_model: r.requestedModel,
-                  model: r.model ?? null,
-                  provider: r.provider ?? null,
-                  session_id: r.sessionId ?? null,
-                  status: r.status,
-                  input_tokens: r.usage.inputTokens,
-                  output_tokens: r.usage.outputTokens,
-                  cache_read_tokens: r.usage.cacheReadTokens,
-                  cache_write_tokens: r.usage.cacheWriteTokens,
-                  reasoning_tokens: r.usage.reasoningTokens,
-                  latency_ms: r.latencyMs,
-                  ttft_ms: r.ttftMs ?? null
-                }))
-              )}`,
+            (rows) => insert(rows.map(rowOf)),
             { discard: true }
           )
         )
 
-      const flush = lock.withPermits(1)(
-        Effect.suspend(() => {
-          if (pending.length === 0) return Effect.void
-          const batch = pending
-          pending = []
-          return write(batch).pipe(
-            Effect.catchAllCause(() =>
-              Effect.sync(() => {
-                // keep the records for the next flush rather than lose them (bounded)
-                pending = [...batch, ...pending].slice(-50_000)
-                log.error("usage.write_failed", { records: batch.length })
+      /** One transaction of the oldest pending records; they leave the buffer only once committed. */
+      const writeOldest = Effect.suspend(() => {
+        const batch = pending.slice(0, FLUSH_AT)
+        // not interrupted between the commit and the removal: a record is never written twice
+        return Effect.uninterruptible(Effect.tap(write(batch), () => Effect.sync(() => pending.splice(0, batch.length))))
+      })
+
+      /**
+       * Some record of the batch is at fault (a value the database will not store): write the
+       * batch's records one by one, dropping (and counting) the ones refused for what they hold,
+       * rather than hold everything behind them. Any other failure stops here, the rest kept.
+       */
+      const writeOneByOne = Effect.suspend(() =>
+        Effect.forEach(
+          pending.slice(0, FLUSH_AT),
+          (r) =>
+            Effect.uninterruptible(
+              write([r]).pipe(
+                Effect.catchIf(refusedForItsValues, () =>
+                  Effect.sync(() => {
+                    metrics.usageRecordsDropped("refused", 1)
+                    log.error("usage.record_refused", { app: r.app, route: r.route })
+                  })
+                ),
+                Effect.zipRight(Effect.sync(() => pending.shift()))
+              )
+            ),
+          { discard: true }
+        )
+      )
+
+      const drain: Effect.Effect<void> = Effect.suspend(() =>
+        pending.length === 0
+          ? Effect.void
+          : writeOldest.pipe(
+              Effect.catchIf(refusedForItsValues, () => writeOneByOne),
+              Effect.matchCauseEffect({
+                onFailure: () =>
+                  Effect.sync(() => {
+                    // once per outage; the records wait for the next flush
+                    if (!failing) log.error("usage.write_failed", { pending: pending.length })
+                    failing = true
+                  }),
+                onSuccess: () => {
+                  if (failing) log.info("usage.write_recovered", { pending: pending.length })
+                  failing = false
+                  return drain
+                }
               })
             )
-          )
-        })
       )
+      const flush = lock.withPermits(1)(drain)
 
       if (enabled) {
         yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced(FLUSH_EVERY)))
-        yield* Effect.addFinalizer(() => flush)
+        yield* Effect.addFinalizer(() =>
+          Effect.tap(flush, () =>
+            Effect.sync(() => {
+              // the database did not answer the last flush: these are gone with the process
+              if (pending.length > 0) log.error("usage.lost_at_shutdown", { records: pending.length })
+            })
+          )
+        )
       }
 
       const record = (r: UsageRecord) => {
         if (!enabled) return
+        if (pending.length >= maxPending) return metrics.usageRecordsDropped("buffer_full", 1)
         pending.push(r)
-        if (pending.length >= FLUSH_AT) Runtime.runFork(runtime)(flush)
+        // one early flush at a time, none while the database is failing (the timer retries)
+        if (pending.length >= FLUSH_AT && !kicked && !failing) {
+          kicked = true
+          Runtime.runFork(runtime)(Effect.ensuring(flush, Effect.sync(() => (kicked = false))))
+        }
       }
 
-      const report = (filter: UsageFilter) =>
-        Effect.gen(function* () {
-          yield* flush
-          const rows = yield* Effect.orDie(
-            sql<Row>`SELECT time, day, app, user, model, requested_model, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, latency_ms, ttft_ms
-              FROM usage WHERE day >= ${filter.from} AND day <= ${filter.to}
-              ${filter.app !== undefined ? sql`AND app = ${filter.app}` : sql``}
-              ${filter.user !== undefined ? sql`AND user = ${filter.user}` : sql``}
-              ORDER BY time`
-          )
-          const totals = zero()
-          const latencies: Array<number> = []
-          const ttfts: Array<number> = []
-          const days = new Map<string, Map<string, { totals: Totals; latencies: Array<number> }>>()
-          const dayApps = new Map<string, Map<string, Totals>>()
-          const users = new Map<string, Totals>()
-          const hourly = (Date.parse(filter.to) - Date.parse(filter.from)) / 86_400_000 < 7 ? new Map<string, Totals>() : undefined
-          const add = (t: Totals, r: Row) => {
-            t.requests++
-            if (r.status !== "ok") t.errors++
-            t.inputTokens += r.input_tokens
-            t.outputTokens += r.output_tokens
-            t.cacheReadTokens += r.cache_read_tokens
-            t.cacheWriteTokens += r.cache_write_tokens
-            t.reasoningTokens += r.reasoning_tokens
-          }
-          for (const r of rows) {
-            add(totals, r)
-            latencies.push(r.latency_ms)
-            if (r.ttft_ms !== null) ttfts.push(r.ttft_ms)
-            const model = r.model ?? r.requested_model
-            let byModel = days.get(r.day)
-            if (byModel === undefined) days.set(r.day, (byModel = new Map()))
-            let entry = byModel.get(model)
-            if (entry === undefined) byModel.set(model, (entry = { totals: zero(), latencies: [] }))
-            add(entry.totals, r)
-            entry.latencies.push(r.latency_ms)
-            let byApp = dayApps.get(r.day)
-            if (byApp === undefined) dayApps.set(r.day, (byApp = new Map()))
-            let appTotals = byApp.get(r.app)
-            if (appTotals === undefined) byApp.set(r.app, (appTotals = zero()))
-            add(appTotals, r)
-            if (hourly !== undefined) {
-              const hour = new Date(r.time).toISOString().slice(0, 13)
-              let hourTotals = hourly.get(hour)
-              if (hourTotals === undefined) hourly.set(hour, (hourTotals = zero()))
-              add(hourTotals, r)
-            }
-            if (r.user !== null) {
-              let userTotals = users.get(r.user)
-              if (userTotals === undefined) users.set(r.user, (userTotals = zero()))
-              add(userTotals, r)
-            }
-          }
-          return {
-            from: filter.from,
-            to: filter.to,
-            app: filter.app ?? null,
-            user: filter.user ?? null,
-            totals: { ...totals, latencyMs: percentiles(latencies), ttftMs: percentiles(ttfts) },
-            days: [...days].map(([day, byModel]) => ({
-              day,
-              models: [...byModel].map(([model, e]) => ({ model, ...e.totals, latencyMs: percentiles(e.latencies) })),
-              apps: [...(dayApps.get(day) ?? new Map<string, Totals>())].map(([app, t]) => ({ app, ...t }))
-            })),
-            ...(hourly !== undefined ? { hours: [...hourly].sort((a, b) => a[0].localeCompare(b[0])).map(([hour, t]) => ({ hour, ...t })) } : {}),
-            topUsers: [...users]
-              .sort((a, b) => b[1].requests - a[1].requests)
-              .slice(0, 20)
-              .map(([user, t]) => ({ user, ...t }))
-          } satisfies UsageReport
-        })
+      const makeReportOf = yield* makeReport
+      const report = (filter: UsageFilter) => Effect.zipRight(flush, Effect.mapError(makeReportOf(filter), toGatewayError))
 
       const anyOfApp = SqlSchema.findOne({
         Request: Schema.String,
@@ -275,12 +260,12 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
         execute: (app) => sql`SELECT 1 AS found FROM usage WHERE app = ${app} LIMIT 1`
       })
       const hasApp = (app: string) =>
-        pending.some((r) => r.app === app) ? Effect.succeed(true) : Effect.orDie(Effect.map(anyOfApp(app), Option.isSome))
+        pending.some((r) => r.app === app) ? Effect.succeed(true) : anyOfApp(app).pipe(Effect.map(Option.isSome), Effect.mapError(toGatewayError))
 
-      return UsageLog.of({ enabled, record, flush, report, hasApp })
+      return UsageLog.of({ enabled, record, flush, pending: () => pending.length, report, hasApp })
     })
 
-  static readonly layer = (enabled: boolean) => Layer.scoped(UsageLog, UsageLog.make(enabled))
+  static readonly layer = (enabled: boolean, options: UsageOptions = {}) => Layer.scoped(UsageLog, UsageLog.make(enabled, options))
 
   /** No accounting (tests of other services; `usage.enabled: false` still uses `layer`, for its 404s). */
   static readonly disabled = Layer.succeed(
@@ -289,6 +274,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
       enabled: false,
       record: () => undefined,
       flush: Effect.void,
+      pending: () => 0,
       hasApp: () => Effect.succeed(false),
       report: (filter) =>
         Effect.succeed({
@@ -296,7 +282,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
           to: filter.to,
           app: filter.app ?? null,
           user: filter.user ?? null,
-          totals: { ...zero(), latencyMs: percentiles([]), ttftMs: percentiles([]) },
+          totals: { ...zeroTotals, latencyMs: noPercentiles, ttftMs: noPercentiles },
           days: [],
           topUsers: []
         })

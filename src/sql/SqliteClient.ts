@@ -90,11 +90,17 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, n
     db.pragma("synchronous = FULL")
     const wal = options.disableWAL !== true
 
-    const prepareCache = yield* Cache.make({
+    const cache = yield* Cache.make({
       capacity: options.prepareCacheSize ?? 200,
       timeToLive: options.prepareCacheTTL ?? Duration.minutes(10),
       lookup: (sql: string) => Effect.try({ try: () => db.prepare(sql), catch: failed("Failed to prepare statement ") })
     })
+    // a Cache keeps failed lookups too: a statement that failed to prepare (a table missing, the
+    // database busy or unreadable) is prepared again next time rather than failing until its TTL
+    const prepareCache = {
+      get: (sql: string) => Effect.tapError(cache.get(sql), () => cache.invalidate(sql)),
+      invalidateAll: cache.invalidateAll
+    }
 
     /** rows of a reader, the run result of a writer for `raw`, else no rows */
     const runStatement = (statement: DriverStatement, params: ReadonlyArray<unknown>, raw: boolean) =>
