@@ -10,7 +10,7 @@ import { Metrics } from "../../src/services/Metrics.js"
 import { UsageLog, type UsageFilter, type UsageRecord, type UsageReport } from "../../src/services/Usage.js"
 import { postgresDatabaseLayer } from "../../src/sql/Database.js"
 import { backends, type BackendUnderTest, type OpenDatabase, postgresBackend } from "../support/Backends.js"
-import { cuttableProxy } from "../support/CuttableProxy.js"
+import { startTcpProxy } from "../support/TcpProxy.js"
 import { hasPostgres } from "../support/Postgres.js"
 import { referenceReport, sampleRecords } from "./UsageReference.js"
 
@@ -266,7 +266,7 @@ describe.skipIf(!hasPostgres)("UsageLog with PostgreSQL lost while serving", () 
       const db = yield* openDatabase(postgresBackend)
       const target = new URL(db.url ?? "")
       const proxy = yield* Effect.acquireRelease(
-        Effect.promise(() => cuttableProxy(target.hostname, Number(target.port))),
+        Effect.promise(() => startTcpProxy({ host: target.hostname, port: Number(target.port) })),
         (p) => Effect.promise(() => p.close())
       )
       const via = new URL(target)
@@ -280,7 +280,7 @@ describe.skipIf(!hasPostgres)("UsageLog with PostgreSQL lost while serving", () 
         yield* settled
         expect(yield* rowsIn(db)).toEqual(["a"])
 
-        yield* Effect.promise(() => proxy.cut())
+        yield* Effect.sync(() => proxy.cut())
         log.record(recordOf("b"))
         log.record(recordOf("c"))
         yield* TestClock.adjust("1 second")
@@ -288,7 +288,7 @@ describe.skipIf(!hasPostgres)("UsageLog with PostgreSQL lost while serving", () 
         expect([down.status, down.code]).toEqual([503, "database_unavailable"])
         expect(log.pending()).toBe(2)
 
-        yield* Effect.promise(() => proxy.restore())
+        yield* Effect.sync(() => proxy.restore())
         yield* TestClock.adjust("1 second")
         yield* settled
         expect(yield* rowsIn(db)).toEqual(["a", "b", "c"])
