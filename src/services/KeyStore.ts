@@ -1,8 +1,11 @@
+import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Data, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Queue, Redacted, Schema, Stream } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import type { GatewayConfig } from "../Config.js"
+import { Errors, type GatewayError } from "../domain/Errors.js"
+import { Backend } from "../sql/Database.js"
 
 /** Who is calling: the app a key belongs to, or the keyless loopback app `default`. */
 export interface Principal {
@@ -36,28 +39,163 @@ export interface CreatedKey extends RuntimeKeyInfo {
   readonly key: string
 }
 
-/** Runtime key storage: the store of record behind the in-memory digests (SQLite in the app, nothing in tests). */
+const keyIdOf = (d: Buffer) => `key_${d.toString("hex", 0, 8)}`
+
+
+/** The runtime keys could not be read or written (database lost): the admin routes answer 503. */
+export class KeyStoreUnavailable extends Data.TaggedError("KeyStoreUnavailable")<{ readonly cause: unknown }> {}
+
+/** `KeyStoreUnavailable` as the wire sees it: 503 `database_unavailable`, in the route's envelope. */
+export const keysAnswered = <A, E, R>(self: Effect.Effect<A, E | KeyStoreUnavailable, R>): Effect.Effect<A, Exclude<E, KeyStoreUnavailable> | GatewayError, R> =>
+  Effect.catchIf(
+    self,
+    (e): e is KeyStoreUnavailable => e instanceof KeyStoreUnavailable,
+    () => Effect.fail(Errors.unavailable("database_unavailable", "The gateway's database is not answering; retry shortly", { retryAfter: 1 }))
+  )
+
+/** A row of `runtime_keys`: the key's digest, never the key. */
+export const KeyRow = Schema.Struct({
+  id: Schema.String,
+  app: Schema.String,
+  /** SHA-256 of the secret, hex */
+  digest: Schema.String,
+  /** epoch ms */
+  created_at: Schema.Number,
+  /** epoch ms; null while the key is live */
+  revoked_at: Schema.NullOr(Schema.Number),
+  /** number of the last change to the row (migration 0009): replicas read changes in this order */
+  version: Schema.Number
+})
+export type KeyRow = typeof KeyRow.Type
+
+/** Runtime key storage: the store of record behind the in-memory digests (the database in the app, nothing in tests of other services). */
 export interface RuntimeKeyPersistence {
-  readonly load: Effect.Effect<ReadonlyArray<{ readonly id: string; readonly app: string; readonly digest: string; readonly createdAt: number }>>
-  readonly insert: (row: { readonly id: string; readonly app: string; readonly digest: string; readonly createdAt: number }) => Effect.Effect<void>
-  readonly revoke: (id: string, at: number) => Effect.Effect<void>
-  /** apps of revoked runtime keys */
-  readonly revokedApps: Effect.Effect<ReadonlyArray<string>>
+  /** every runtime key, revoked ones included (their apps stay reportable) */
+  readonly loadAll: Effect.Effect<ReadonlyArray<KeyRow>, KeyStoreUnavailable>
+  /** the keys changed after change number `after`, in change order */
+  readonly changedSince: (after: number) => Effect.Effect<ReadonlyArray<KeyRow>, KeyStoreUnavailable>
+  /** stores a new key: its row as stored */
+  readonly insert: (key: { readonly id: string; readonly app: string; readonly digest: string; readonly created_at: number }) => Effect.Effect<KeyRow, KeyStoreUnavailable>
+  /** revokes a live key: its row as revoked; none when no live key has that id */
+  readonly revoke: (id: string, at: number) => Effect.Effect<Option.Option<KeyRow>, KeyStoreUnavailable>
+  /** live runtime keys in creation order */
+  readonly listLive: Effect.Effect<ReadonlyArray<RuntimeKeyInfo>, KeyStoreUnavailable>
+  /**
+   * Notices of changes other processes made (PostgreSQL `LISTEN`); none when this process is the
+   * only writer (SQLite), and then the in-memory digests are the whole truth.
+   */
+  readonly notices: Option.Option<Stream.Stream<unknown, unknown>>
 }
 
-const keyIdOf = (d: Buffer) => `key_${d.toString("hex", 0, 8)}`
+/** the PostgreSQL channel a key change is announced on (its change number as payload) */
+const CHANNEL = "gateway_keys"
+
+const unavailable = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, KeyStoreUnavailable, R> =>
+  Effect.mapError(self, (cause) => new KeyStoreUnavailable({ cause }))
+
+/** Runtime keys in the gateway's database, through `SqlSchema`; on PostgreSQL every change is announced with `NOTIFY`. */
+export const sqlPersistence = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const backend = yield* Backend
+  const pg = backend.kind === "postgres" ? yield* Effect.serviceOption(PgClient.PgClient) : Option.none<PgClient.PgClient>()
+
+  const all = SqlSchema.findAll({
+    Request: Schema.Void,
+    Result: KeyRow,
+    execute: () => sql`SELECT id, app, digest, created_at, revoked_at, version FROM runtime_keys ORDER BY version, created_at, id`
+  })
+  const since = SqlSchema.findAll({
+    Request: Schema.Number,
+    Result: KeyRow,
+    execute: (after) => sql`SELECT id, app, digest, created_at, revoked_at, version FROM runtime_keys WHERE version > ${after} ORDER BY version`
+  })
+  const live = SqlSchema.findAll({
+    Request: Schema.Void,
+    Result: Schema.Struct({ id: Schema.String, app: Schema.String, created_at: Schema.Number }),
+    execute: () => sql`SELECT id, app, created_at FROM runtime_keys WHERE revoked_at IS NULL ORDER BY version, created_at, id`
+  })
+  // the counter row stays locked until the change commits: changes commit in number order
+  const nextVersion = SqlSchema.single({
+    Request: Schema.Void,
+    Result: Schema.Struct({ version: Schema.Number }),
+    execute: () => sql`UPDATE runtime_keys_counter SET version = version + 1 WHERE id = 1 RETURNING version`
+  })
+  const insertRow = SqlSchema.void({ Request: KeyRow, execute: (row) => sql`INSERT INTO runtime_keys ${sql.insert(row)}` })
+  const revokeRow = SqlSchema.findOne({
+    Request: Schema.Struct({ id: Schema.String, at: Schema.Number, version: Schema.Number }),
+    Result: KeyRow,
+    execute: ({ at, id, version }) =>
+      sql`UPDATE runtime_keys SET revoked_at = ${at}, version = ${version} WHERE id = ${id} AND revoked_at IS NULL RETURNING id, app, digest, created_at, revoked_at, version`
+  })
+  // inside the transaction: delivered when (and only if) the change commits
+  const notify = SqlSchema.void({ Request: Schema.Number, execute: (version) => sql`SELECT pg_notify(${CHANNEL}, ${String(version)})` })
+  const announce = (version: number) => (Option.isSome(pg) ? notify(version) : Effect.void)
+
+  return {
+    loadAll: unavailable(all(undefined)),
+    changedSince: (after) => unavailable(since(after)),
+    insert: (key) =>
+      unavailable(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const { version } = yield* nextVersion(undefined)
+            const row: KeyRow = { ...key, revoked_at: null, version }
+            yield* insertRow(row)
+            yield* announce(version)
+            return row
+          })
+        )
+      ),
+    revoke: (id, at) =>
+      unavailable(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const { version } = yield* nextVersion(undefined)
+            const row = yield* revokeRow({ id, at, version })
+            if (Option.isSome(row)) yield* announce(version)
+            return row
+          })
+        )
+      ),
+    listLive: unavailable(Effect.map(live(undefined), (rows) => rows.map((r) => ({ id: r.id, app: r.app, createdAt: r.created_at })))),
+    notices: Option.map(pg, (client) => client.listen(CHANNEL))
+  } satisfies RuntimeKeyPersistence
+})
+
+/** how often a replica reads key changes even without a notice: a lost notice or listen connection still ends a revoked key within 1 s */
+const POLL_EVERY = Duration.millis(400)
+/** the least time between two reads of changes: what unknown keys can cost the database */
+const MIN_GAP = Duration.millis(50)
+/** a read of changes that takes longer counts as the database being lost */
+const READ_WITHIN = Duration.seconds(2)
+/** a listen connection that died says nothing: subscribe afresh this often (the poll covers the gap) */
+const RESUBSCRIBE_EVERY = Duration.minutes(1)
 
 /**
  * API keys: configured keys and runtime keys made through the admin routes. Keys are held only as
  * SHA-256 digests: a presented key is hashed, looked up by digest and compared in constant time,
  * so timing reveals neither its length nor a matching prefix. A revoked runtime key leaves the map
- * at once, so it fails on its very next request.
+ * as soon as its revocation is stored, so it fails on its very next request.
+ *
+ * With several replicas on one database (PostgreSQL) the digests in memory are a cache of the
+ * database: each replica reads the changes made since the last it read when another announces one
+ * (`NOTIFY`) and every `POLL_EVERY` in any case, so a key revoked elsewhere fails here within 1 s
+ * and this replica's `onRevoke` listeners hear of it. A key the cache does not know (perhaps made
+ * on another replica a moment ago) waits for `lookup`, which reads the changes afresh.
  */
 export class KeyStore extends Context.Tag("gateway/KeyStore")<
   KeyStore,
   {
-    /** the principal for a presented key, if it is one */
+    /** the principal for a presented key, if it is one (from memory: see `lookup` when `shared`) */
     readonly authenticate: (key: string) => Option.Option<Principal>
+    /** other processes change keys too (PostgreSQL): a key `authenticate` does not know is worth a `lookup` */
+    readonly shared: boolean
+    /**
+     * The principal of the first of `keys` that is a key, reading the database's changes afresh
+     * when none is known here yet. Fails when the database does not answer; keys known here are
+     * answered without it.
+     */
+    readonly lookup: (keys: ReadonlyArray<string>) => Effect.Effect<Option.Option<Principal>, KeyStoreUnavailable>
     /** whether the admin key was presented */
     readonly isAdmin: (key: string) => boolean
     /** whether an admin key is configured */
@@ -74,15 +212,17 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
     readonly isLive: (keyId: string) => boolean
     /** whether a key id is a configured key's */
     readonly isConfigKey: (keyId: string) => boolean
-    readonly listRuntime: () => ReadonlyArray<RuntimeKeyInfo>
-    readonly createRuntime: (app: string) => Effect.Effect<CreatedKey>
+    /** live runtime keys, as stored */
+    readonly listRuntime: Effect.Effect<ReadonlyArray<RuntimeKeyInfo>, KeyStoreUnavailable>
+    readonly createRuntime: (app: string) => Effect.Effect<CreatedKey, KeyStoreUnavailable>
     /** false when no live runtime key has that id */
-    readonly revokeRuntime: (id: string) => Effect.Effect<boolean>
-    /** called with the key id of every revoked key (uploads started with it are dropped) */
+    readonly revokeRuntime: (id: string) => Effect.Effect<boolean, KeyStoreUnavailable>
+    /** called with the key id of every revoked key, on every replica (uploads started with it are dropped) */
     readonly onRevoke: (listener: (keyId: string) => void) => void
   }
 >() {
-  static readonly make = (config: GatewayConfig, persistence?: RuntimeKeyPersistence) =>
+  /** The store over `persistence` (none: runtime keys live in memory only), starting from its `rows`. */
+  static readonly make = (config: GatewayConfig, persistence?: RuntimeKeyPersistence, rows: ReadonlyArray<KeyRow> = []) =>
     Effect.gen(function* () {
       const byDigest = new Map<string, StoredKey>()
       const configIds = new Set<string>()
@@ -93,22 +233,54 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
         byDigest.set(d.toString("hex"), { digest: d, principal: { app: entry.app, keyId: id, source: "config" } })
       }
       const runtime = new Map<string, { readonly info: RuntimeKeyInfo; readonly digest: string }>()
-      for (const row of persistence === undefined ? [] : yield* persistence.load) {
-        runtime.set(row.id, { info: { id: row.id, app: row.app, createdAt: row.createdAt }, digest: row.digest })
-        byDigest.set(row.digest, { digest: Buffer.from(row.digest, "hex"), principal: { app: row.app, keyId: row.id, source: "runtime" } })
-      }
       // apps whose runtime keys were revoked: their past usage stays reportable
-      const formerApps = new Set(persistence === undefined ? [] : yield* persistence.revokedApps)
+      const formerApps = new Set<string>()
+      // revoked keys this process has dropped (and told its listeners of), so that each is told once
+      const gone = new Set<string>()
+      const listeners: Array<(keyId: string) => void> = []
+
+      /** Take in a key's stored state, from this process or another; idempotent. */
+      const learn = (row: KeyRow) => {
+        if (row.revoked_at === null) {
+          if (gone.has(row.id) || runtime.has(row.id)) return
+          runtime.set(row.id, { info: { id: row.id, app: row.app, createdAt: row.created_at }, digest: row.digest })
+          byDigest.set(row.digest, { digest: Buffer.from(row.digest, "hex"), principal: { app: row.app, keyId: row.id, source: "runtime" } })
+          return
+        }
+        formerApps.add(row.app)
+        if (gone.has(row.id)) return
+        gone.add(row.id)
+        const found = runtime.get(row.id)
+        if (found !== undefined) {
+          runtime.delete(row.id)
+          byDigest.delete(found.digest)
+        }
+        for (const listener of listeners) listener(row.id)
+      }
+      // every change up to this number is taken in (only reads of the changes move it: a change made
+      // here may have a number above one made elsewhere that this process has not read yet)
+      let seen = 0
+      for (const row of rows) {
+        learn(row)
+        if (row.version > seen) seen = row.version
+      }
+
       const admin = config.adminKey === undefined ? undefined : digest(Redacted.value(config.adminKey))
       // no keys at all on a loopback listener: the first runtime key ends that
       const isKeyless = () => config.keys.length === 0 && isLoopbackHost(config.listen.host) && runtime.size === 0
       const configApps = new Set(config.keys.map((k) => k.app))
-      const listeners: Array<(keyId: string) => void> = []
 
       const authenticate = (key: string): Option.Option<Principal> => {
         const d = digest(key)
         const found = byDigest.get(d.toString("hex"))
         return found !== undefined && timingSafeEqual(found.digest, d) ? Option.some(found.principal) : Option.none()
+      }
+      const fromMemory = (keys: ReadonlyArray<string>): Option.Option<Principal> => {
+        for (const key of keys) {
+          const found = authenticate(key)
+          if (Option.isSome(found)) return found
+        }
+        return Option.none()
       }
       const apps = (): ReadonlyArray<string> => {
         if (isKeyless()) return ["default"]
@@ -117,8 +289,21 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
         return [...names]
       }
 
+      const shared = persistence !== undefined && Option.isSome(persistence.notices)
+      const fresh = shared ? yield* follow(persistence, () => seen, (changed) => {
+        for (const row of changed) {
+          learn(row)
+          if (row.version > seen) seen = row.version
+        }
+      }) : Effect.void
+
       return KeyStore.of({
         authenticate,
+        shared,
+        lookup: (keys) => {
+          const known = fromMemory(keys)
+          return Option.isSome(known) || !shared ? Effect.succeed(known) : Effect.map(fresh, () => fromMemory(keys))
+        },
         isAdmin: (key) => admin !== undefined && timingSafeEqual(admin, digest(key)),
         hasAdmin: admin !== undefined,
         get keyless() {
@@ -129,27 +314,29 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
         knownApps: () => [...new Set([...apps(), ...formerApps])],
         isLive: (keyId) => configIds.has(keyId) || runtime.has(keyId) || keyId === "none",
         isConfigKey: (keyId) => configIds.has(keyId),
-        listRuntime: () => [...runtime.values()].map((r) => r.info),
+        listRuntime: persistence === undefined ? Effect.sync(() => [...runtime.values()].map((r) => r.info)) : persistence.listLive,
         createRuntime: (app) =>
           Effect.gen(function* () {
             const secret = `sk-gw-${randomBytes(24).toString("hex")}`
             const d = digest(secret)
-            const row = { id: keyIdOf(d), app, digest: d.toString("hex"), createdAt: Date.now() }
-            if (persistence !== undefined) yield* persistence.insert(row)
-            runtime.set(row.id, { info: { id: row.id, app, createdAt: row.createdAt }, digest: row.digest })
-            byDigest.set(row.digest, { digest: d, principal: { app, keyId: row.id, source: "runtime" } })
-            return { id: row.id, app, createdAt: row.createdAt, key: secret }
+            const key = { id: keyIdOf(d), app, digest: d.toString("hex"), created_at: Date.now() }
+            const row = persistence === undefined ? { ...key, revoked_at: null, version: 0 } : yield* persistence.insert(key)
+            learn(row)
+            return { id: row.id, app, createdAt: row.created_at, key: secret }
           }),
         revokeRuntime: (id) =>
           Effect.gen(function* () {
-            const found = runtime.get(id)
-            if (found === undefined) return false
-            // out of the map first: the key fails on its very next request, whatever the database does
-            runtime.delete(id)
-            byDigest.delete(found.digest)
-            formerApps.add(found.info.app)
-            for (const listener of listeners) listener(id)
-            if (persistence !== undefined) yield* persistence.revoke(id, Date.now())
+            const at = Date.now()
+            if (persistence === undefined) {
+              const found = runtime.get(id)
+              if (found === undefined) return false
+              learn({ id, app: found.info.app, digest: found.digest, created_at: found.info.createdAt, revoked_at: at, version: 0 })
+              return true
+            }
+            // stored first: a revocation the database did not take is not made here either (503, the key stays live everywhere)
+            const revoked = yield* persistence.revoke(id, at)
+            if (Option.isNone(revoked)) return false
+            learn(revoked.value)
             return true
           }),
         onRevoke: (listener) => void listeners.push(listener)
@@ -157,34 +344,66 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
     })
 
   /** Configured keys only (tests of other services). */
-  static readonly layer = (config: GatewayConfig) => Layer.effect(KeyStore, KeyStore.make(config))
+  static readonly layer = (config: GatewayConfig) => Layer.scoped(KeyStore, KeyStore.make(config))
 
-  /** Configured keys and runtime keys kept in the database. */
+  /** Configured keys and runtime keys kept in the database (shared by every replica on PostgreSQL). */
   static readonly layerWithRuntime = (config: GatewayConfig) =>
-    Layer.effect(
+    Layer.scoped(
       KeyStore,
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        const persistence: RuntimeKeyPersistence = {
-          load: Effect.orDie(
-            Effect.map(sql<{ id: string; app: string; digest: string; created_at: number }>`SELECT id, app, digest, created_at FROM runtime_keys WHERE revoked_at IS NULL`, (rows) =>
-              rows.map((r) => ({ id: r.id, app: r.app, digest: r.digest, createdAt: r.created_at }))
-            )
-          ),
-          insert: (row) => Effect.orDie(sql`INSERT INTO runtime_keys ${sql.insert({ id: row.id, app: row.app, digest: row.digest, created_at: row.createdAt })}`),
-          revoke: (id, at) => Effect.orDie(sql`UPDATE runtime_keys SET revoked_at = ${at} WHERE id = ${id}`),
-          revokedApps: Effect.orDie(
-            Effect.map(
-              SqlSchema.findAll({
-                Request: Schema.Void,
-                Result: Schema.Struct({ app: Schema.String }),
-                execute: () => sql`SELECT DISTINCT app FROM runtime_keys WHERE revoked_at IS NOT NULL`
-              })(undefined),
-              (rows) => rows.map((r) => r.app)
-            )
-          )
-        }
-        return yield* KeyStore.make(config, persistence)
+        const persistence = yield* sqlPersistence
+        return yield* KeyStore.make(config, persistence, yield* persistence.loadAll)
       })
     )
 }
+
+/**
+ * Keep reading the key changes of `persistence` (for as long as the scope lasts): on each notice,
+ * every `POLL_EVERY`, and when a caller asks. Answers the ask: an effect that ends once a read that
+ * started after it was called has been taken in.
+ *
+ * Bound on unknown keys: a miss does not query by key, it waits for the next read of the changes,
+ * one cheap indexed query shared by every miss that arrived before it started. Reads run one at a
+ * time and at least `MIN_GAP` apart, so any number of bad keys costs the database at most 20 small
+ * queries a second per replica, and a new key waits at most `MIN_GAP` and one query. While the
+ * database does not answer, a miss fails at once (503) rather than wait.
+ */
+const follow = (persistence: RuntimeKeyPersistence, seen: () => number, take: (rows: ReadonlyArray<KeyRow>) => void) =>
+  Effect.gen(function* () {
+    const wake = yield* Queue.sliding<void>(1)
+    let next: Deferred.Deferred<void, KeyStoreUnavailable> | undefined
+    let answering = true
+    const read = Effect.suspend(() => persistence.changedSince(seen())).pipe(
+      Effect.timeoutFail({ duration: READ_WITHIN, onTimeout: () => new KeyStoreUnavailable({ cause: "no answer within 2 s" }) }),
+      Effect.map(take)
+    )
+    const cycle = Effect.gen(function* () {
+      yield* Effect.timeoutOption(Queue.take(wake), POLL_EVERY)
+      const waiting = next
+      next = undefined
+      const exit = yield* Effect.exit(read)
+      answering = Exit.isSuccess(exit)
+      if (waiting !== undefined) yield* Deferred.done(waiting, exit)
+      yield* Effect.sleep(MIN_GAP)
+    })
+    yield* Effect.forkScoped(Effect.forever(cycle))
+
+    if (Option.isSome(persistence.notices)) {
+      const subscription = persistence.notices.value.pipe(
+        Stream.interruptAfter(RESUBSCRIBE_EVERY),
+        Stream.runForEach(() => Queue.offer(wake, undefined)),
+        // a failed or dead subscription: the poll keeps the bound meanwhile
+        Effect.catchAllCause(() => Effect.void)
+      )
+      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(subscription, Effect.sleep(Duration.seconds(1)))))
+    }
+
+    return Effect.suspend((): Effect.Effect<void, KeyStoreUnavailable> => {
+      if (!answering) return Effect.fail(new KeyStoreUnavailable({ cause: "the database did not answer the last read of key changes" }))
+      if (next === undefined) {
+        next = Deferred.unsafeMake<void, KeyStoreUnavailable>(FiberId.none)
+        Queue.unsafeOffer(wake, undefined)
+      }
+      return Deferred.await(next)
+    })
+  })
