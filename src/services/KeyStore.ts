@@ -1,5 +1,6 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Context, Data, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Queue, Redacted, Schema, Stream } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
@@ -93,6 +94,17 @@ const CHANNEL = "gateway_keys"
 const unavailable = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, KeyStoreUnavailable, R> =>
   Effect.mapError(self, (cause) => new KeyStoreUnavailable({ cause }))
 
+/**
+ * A change in one transaction. `withTransaction` dies when its COMMIT or ROLLBACK fails (a
+ * connection lost mid-change): that too is the database being lost, so it fails typed like any
+ * other statement. (A lost COMMIT leaves the change unknown: the caller retries, and the reads of
+ * changes settle what this process holds.)
+ */
+const inTransaction = <A, E, R>(sql: SqlClient.SqlClient, change: Effect.Effect<A, E, R>): Effect.Effect<A, KeyStoreUnavailable, R> =>
+  unavailable(sql.withTransaction(change)).pipe(
+    Effect.catchSomeDefect((defect) => (defect instanceof SqlError ? Option.some(Effect.fail(new KeyStoreUnavailable({ cause: defect }))) : Option.none()))
+  )
+
 /** Runtime keys in the gateway's database, through `SqlSchema`; on PostgreSQL every change is announced with `NOTIFY`. */
 export const sqlPersistence = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -135,27 +147,25 @@ export const sqlPersistence = Effect.gen(function* () {
     loadAll: unavailable(all(undefined)),
     changedSince: (after) => unavailable(since(after)),
     insert: (key) =>
-      unavailable(
-        sql.withTransaction(
-          Effect.gen(function* () {
-            const { version } = yield* nextVersion(undefined)
-            const row: KeyRow = { ...key, revoked_at: null, version }
-            yield* insertRow(row)
-            yield* announce(version)
-            return row
-          })
-        )
+      inTransaction(
+        sql,
+        Effect.gen(function* () {
+          const { version } = yield* nextVersion(undefined)
+          const row: KeyRow = { ...key, revoked_at: null, version }
+          yield* insertRow(row)
+          yield* announce(version)
+          return row
+        })
       ),
     revoke: (id, at) =>
-      unavailable(
-        sql.withTransaction(
-          Effect.gen(function* () {
-            const { version } = yield* nextVersion(undefined)
-            const row = yield* revokeRow({ id, at, version })
-            if (Option.isSome(row)) yield* announce(version)
-            return row
-          })
-        )
+      inTransaction(
+        sql,
+        Effect.gen(function* () {
+          const { version } = yield* nextVersion(undefined)
+          const row = yield* revokeRow({ id, at, version })
+          if (Option.isSome(row)) yield* announce(version)
+          return row
+        })
       ),
     listLive: unavailable(Effect.map(live(undefined), (rows) => rows.map((r) => ({ id: r.id, app: r.app, createdAt: r.created_at })))),
     notices: Option.map(pg, (client) => client.listen(CHANNEL))
