@@ -5,61 +5,22 @@
  * keys already known keep working while the database is lost, and the admin operations fail with
  * the typed `KeyStoreUnavailable` (the routes' 503) rather than die.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import { Effect, Exit, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
-import Pg from "pg"
-import type { GatewayConfig } from "../../src/Config.js"
-import { KeyStore, KeyStoreUnavailable } from "../../src/services/KeyStore.js"
-import { backends, type BackendUnderTest, type OpenDatabase } from "../support/Backends.js"
-import { configOf } from "../support/Gateway.js"
-
-const ADMIN = "sk-admin-keystore-test-0123456789"
-const CONFIG_KEY = "sk-config-keystore-test-0123456789"
-
-export const configFor = (dataDir: string): GatewayConfig =>
-  configOf({
-    accessLog: false,
-    dataDir,
-    listen: { host: "127.0.0.1", port: 0 },
-    providers: { mock: { type: "mock" } },
-    adminKey: ADMIN,
-    keys: [{ key: CONFIG_KEY, app: "configured" }]
-  })
+import { KeyStoreUnavailable } from "../../src/services/KeyStore.js"
+import { backends } from "../support/Backends.js"
+import { ADMIN, CONFIG_KEY, configFor, loseDatabase, openDatabase, realSleep, replicaOn, tempDir } from "../support/Keys.js"
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex")
-
-/** A fresh data directory, removed with the scope. */
-export const tempDir = Effect.acquireRelease(
-  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "keystore-"))),
-  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
-)
-
-/** A fresh migrated database of `backend`, dropped with the scope. */
-export const openDatabase = (backend: BackendUnderTest, dir: string) =>
-  Effect.acquireRelease(
-    Effect.promise(() => backend.open(dir)),
-    (db) => Effect.promise(() => db.close())
-  )
-
-/** One KeyStore (a replica) on `db`, with the database's SqlClient beside it; ends with the scope. */
-export const replicaOn = (db: OpenDatabase, config: GatewayConfig) =>
-  Effect.map(Layer.build(KeyStore.layerWithRuntime(config).pipe(Layer.provideMerge(db.layer))), (context) => ({
-    keys: Context.get(context, KeyStore),
-    sql: Context.get(context, SqlClient.SqlClient)
-  }))
 
 const StoredRow = Schema.Struct({ id: Schema.String, app: Schema.String, digest: Schema.String, created_at: Schema.Number, revoked_at: Schema.NullOr(Schema.Number) })
 
 const storedRows = (sql: SqlClient.SqlClient) =>
-  Effect.flatMap(sql`SELECT * FROM runtime_keys ORDER BY created_at, id`, (rows) => Effect.all(rows.map((row) => Schema.decodeUnknown(StoredRow)(row))))
-
-/** Real time: the poll of key changes runs on the live clock. */
-const realSleep = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+  Effect.flatMap(sql`SELECT id, app, digest, created_at, revoked_at FROM runtime_keys ORDER BY created_at, id`, (rows) =>
+    Effect.all(rows.map((row) => Schema.decodeUnknown(StoredRow)(row)))
+  )
 
 for (const backend of backends) {
   describe(`KeyStore on ${backend.kind}`, () => {
@@ -162,22 +123,6 @@ for (const backend of backends) {
     )
   })
 }
-
-/** Refuse new connections to `db` and end the open ones: the database is lost to the gateway. */
-export const loseDatabase = (url: string, lost: boolean) =>
-  Effect.promise(async () => {
-    const target = new URL(url)
-    const name = target.pathname.slice(1)
-    target.pathname = "/postgres"
-    const admin = new Pg.Client({ connectionString: target.toString() })
-    await admin.connect()
-    try {
-      await admin.query(`ALTER DATABASE ${Pg.escapeIdentifier(name)} WITH ALLOW_CONNECTIONS ${lost ? "false" : "true"}`)
-      if (lost) await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", [name])
-    } finally {
-      await admin.end()
-    }
-  })
 
 describe.skipIf(!backends.some((b) => b.kind === "postgres"))("KeyStore on postgres: the database lost while serving", () => {
   const backend = backends.find((b) => b.kind === "postgres")!
