@@ -231,8 +231,16 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
     readonly onRevoke: (listener: (keyId: string) => void) => void
   }
 >() {
-  /** The store over `persistence` (none: runtime keys live in memory only), starting from its `rows`. */
-  static readonly make = (config: GatewayConfig, persistence?: RuntimeKeyPersistence, rows: ReadonlyArray<KeyRow> = []) =>
+  /**
+   * The store over `persistence` (none: runtime keys live in memory only), starting from its
+   * `rows`. `pollEvery` (default `POLL_EVERY`) is for tests that prove the notices alone.
+   */
+  static readonly make = (
+    config: GatewayConfig,
+    persistence?: RuntimeKeyPersistence,
+    rows: ReadonlyArray<KeyRow> = [],
+    options: { readonly pollEvery?: Duration.DurationInput } = {}
+  ) =>
     Effect.gen(function* () {
       const byDigest = new Map<string, StoredKey>()
       const configIds = new Set<string>()
@@ -300,12 +308,14 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
       }
 
       const shared = persistence !== undefined && Option.isSome(persistence.notices)
-      const fresh = shared ? yield* follow(persistence, () => seen, (changed) => {
-        for (const row of changed) {
-          learn(row)
-          if (row.version > seen) seen = row.version
-        }
-      }) : Effect.void
+      const fresh = shared
+        ? yield* follow(persistence, options.pollEvery ?? POLL_EVERY, () => seen, (changed) => {
+            for (const row of changed) {
+              learn(row)
+              if (row.version > seen) seen = row.version
+            }
+          })
+        : Effect.void
 
       return KeyStore.of({
         authenticate,
@@ -369,7 +379,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
 
 /**
  * Keep reading the key changes of `persistence` (for as long as the scope lasts): on each notice,
- * every `POLL_EVERY`, and when a caller asks. Answers the ask: an effect that ends once a read that
+ * every `pollEvery`, and when a caller asks. Answers the ask: an effect that ends once a read that
  * started after it was called has been taken in.
  *
  * Bound on unknown keys: a miss does not query by key, it waits for the next read of the changes,
@@ -378,7 +388,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
  * queries a second per replica, and a new key waits at most `MIN_GAP` and one query. While the
  * database does not answer, a miss fails at once (503) rather than wait.
  */
-const follow = (persistence: RuntimeKeyPersistence, seen: () => number, take: (rows: ReadonlyArray<KeyRow>) => void) =>
+const follow = (persistence: RuntimeKeyPersistence, pollEvery: Duration.DurationInput, seen: () => number, take: (rows: ReadonlyArray<KeyRow>) => void) =>
   Effect.gen(function* () {
     const wake = yield* Queue.sliding<void>(1)
     let next: Deferred.Deferred<void, KeyStoreUnavailable> | undefined
@@ -388,7 +398,7 @@ const follow = (persistence: RuntimeKeyPersistence, seen: () => number, take: (r
       Effect.map(take)
     )
     const cycle = Effect.gen(function* () {
-      yield* Effect.timeoutOption(Queue.take(wake), POLL_EVERY)
+      yield* Effect.timeoutOption(Queue.take(wake), pollEvery)
       const waiting = next
       next = undefined
       const exit = yield* Effect.exit(read)

@@ -75,6 +75,28 @@ describe.skipIf(backend === undefined)("KeyStore: two replicas on one PostgreSQL
     })
   )
 
+  it.scopedLive("the notices alone (no poll) end a key revoked on A on B within 1 s", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const db = yield* openDatabase(backend!, dir)
+      const config = configFor(dir)
+      const a = (yield* replicaOn(db, config)).keys
+      const persistence = yield* Effect.provide(sqlPersistence, yield* Layer.build(db.layer))
+      const b = yield* KeyStore.make(config, persistence, yield* persistence.loadAll, { pollEvery: "1 hour" })
+      const toldB: Array<string> = []
+      b.onRevoke((id) => toldB.push(id))
+      // both listen connections are up
+      for (let i = 0; i < 100 && (yield* listenConnections(db.url!)) < 2; i++) yield* realSleep(50)
+      expect(yield* listenConnections(db.url!)).toBe(2)
+
+      const created = yield* a.createRuntime("team-notified")
+      yield* within(1_000, () => Option.isSome(b.authenticate(created.key)))
+      expect(yield* a.revokeRuntime(created.id)).toBe(true)
+      yield* within(1_000, () => Option.isNone(b.authenticate(created.key)) && toldB.length > 0)
+      expect(toldB).toEqual([created.id])
+    })
+  )
+
   it.scopedLive("with the listen connections lost, a key revoked on A is still refused on B within 1 s (the poll of changes)", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
