@@ -1,12 +1,10 @@
-import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
-import { SqlError } from "@effect/sql/SqlError"
-import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Context, Data, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Queue, Redacted, Schema, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Queue, Redacted, Stream } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import type { GatewayConfig } from "../Config.js"
 import { Errors, type GatewayError } from "../domain/Errors.js"
-import { Backend } from "../sql/Database.js"
+import { type KeyRow, KeyStoreUnavailable, type RuntimeKeyInfo, type RuntimeKeyPersistence, sqlPersistence } from "./KeyStoreSql.js"
+
+export { KeyStoreUnavailable, type RuntimeKeyInfo, type RuntimeKeyPersistence, sqlPersistence } from "./KeyStoreSql.js"
 
 /** Who is calling: the app a key belongs to, or the keyless loopback app `default`. */
 export interface Principal {
@@ -27,24 +25,12 @@ const digest = (key: string): Buffer => createHash("sha256").update(key, "utf8")
 export const isLoopbackHost = (host: string): boolean =>
   host === "localhost" || host === "::1" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host)
 
-/** A runtime key as listed (never its secret). */
-export interface RuntimeKeyInfo {
-  readonly id: string
-  readonly app: string
-  /** epoch ms */
-  readonly createdAt: number
-}
-
 /** The one time a runtime key's secret is seen. */
 export interface CreatedKey extends RuntimeKeyInfo {
   readonly key: string
 }
 
 const keyIdOf = (d: Buffer) => `key_${d.toString("hex", 0, 8)}`
-
-
-/** The runtime keys could not be read or written (database lost): the admin routes answer 503. */
-export class KeyStoreUnavailable extends Data.TaggedError("KeyStoreUnavailable")<{ readonly cause: unknown }> {}
 
 /** `KeyStoreUnavailable` as the wire sees it: 503 `database_unavailable`, in the route's envelope. */
 export const keysAnswered = <A, E, R>(self: Effect.Effect<A, E | KeyStoreUnavailable, R>): Effect.Effect<A, Exclude<E, KeyStoreUnavailable> | GatewayError, R> =>
@@ -54,124 +40,6 @@ export const keysAnswered = <A, E, R>(self: Effect.Effect<A, E | KeyStoreUnavail
     () => Effect.fail(Errors.unavailable("database_unavailable", "The gateway's database is not answering; retry shortly", { retryAfter: 1 }))
   )
 
-/** A row of `runtime_keys`: the key's digest, never the key. */
-export const KeyRow = Schema.Struct({
-  id: Schema.String,
-  app: Schema.String,
-  /** SHA-256 of the secret, hex */
-  digest: Schema.String,
-  /** epoch ms */
-  created_at: Schema.Number,
-  /** epoch ms; null while the key is live */
-  revoked_at: Schema.NullOr(Schema.Number),
-  /** number of the last change to the row (migration 0009): replicas read changes in this order */
-  version: Schema.Number
-})
-export type KeyRow = typeof KeyRow.Type
-
-/** Runtime key storage: the store of record behind the in-memory digests (the database in the app, nothing in tests of other services). */
-export interface RuntimeKeyPersistence {
-  /** every runtime key, revoked ones included (their apps stay reportable) */
-  readonly loadAll: Effect.Effect<ReadonlyArray<KeyRow>, KeyStoreUnavailable>
-  /** the keys changed after change number `after`, in change order */
-  readonly changedSince: (after: number) => Effect.Effect<ReadonlyArray<KeyRow>, KeyStoreUnavailable>
-  /** stores a new key: its row as stored */
-  readonly insert: (key: { readonly id: string; readonly app: string; readonly digest: string; readonly created_at: number }) => Effect.Effect<KeyRow, KeyStoreUnavailable>
-  /** revokes a live key: its row as revoked; none when no live key has that id */
-  readonly revoke: (id: string, at: number) => Effect.Effect<Option.Option<KeyRow>, KeyStoreUnavailable>
-  /** live runtime keys in creation order */
-  readonly listLive: Effect.Effect<ReadonlyArray<RuntimeKeyInfo>, KeyStoreUnavailable>
-  /**
-   * Notices of changes other processes made (PostgreSQL `LISTEN`); none when this process is the
-   * only writer (SQLite), and then the in-memory digests are the whole truth.
-   */
-  readonly notices: Option.Option<Stream.Stream<unknown, unknown>>
-}
-
-/** the PostgreSQL channel a key change is announced on (its change number as payload) */
-const CHANNEL = "gateway_keys"
-
-const unavailable = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, KeyStoreUnavailable, R> =>
-  Effect.mapError(self, (cause) => new KeyStoreUnavailable({ cause }))
-
-/**
- * A change in one transaction. `withTransaction` dies when its COMMIT or ROLLBACK fails (a
- * connection lost mid-change): that too is the database being lost, so it fails typed like any
- * other statement. (A lost COMMIT leaves the change unknown: the caller retries, and the reads of
- * changes settle what this process holds.)
- */
-const inTransaction = <A, E, R>(sql: SqlClient.SqlClient, change: Effect.Effect<A, E, R>): Effect.Effect<A, KeyStoreUnavailable, R> =>
-  unavailable(sql.withTransaction(change)).pipe(
-    Effect.catchSomeDefect((defect) => (defect instanceof SqlError ? Option.some(Effect.fail(new KeyStoreUnavailable({ cause: defect }))) : Option.none()))
-  )
-
-/** Runtime keys in the gateway's database, through `SqlSchema`; on PostgreSQL every change is announced with `NOTIFY`. */
-export const sqlPersistence = Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient
-  const backend = yield* Backend
-  const pg = backend.kind === "postgres" ? yield* Effect.serviceOption(PgClient.PgClient) : Option.none<PgClient.PgClient>()
-
-  const all = SqlSchema.findAll({
-    Request: Schema.Void,
-    Result: KeyRow,
-    execute: () => sql`SELECT id, app, digest, created_at, revoked_at, version FROM runtime_keys ORDER BY version, created_at, id`
-  })
-  const since = SqlSchema.findAll({
-    Request: Schema.Number,
-    Result: KeyRow,
-    execute: (after) => sql`SELECT id, app, digest, created_at, revoked_at, version FROM runtime_keys WHERE version > ${after} ORDER BY version`
-  })
-  const live = SqlSchema.findAll({
-    Request: Schema.Void,
-    Result: Schema.Struct({ id: Schema.String, app: Schema.String, created_at: Schema.Number }),
-    execute: () => sql`SELECT id, app, created_at FROM runtime_keys WHERE revoked_at IS NULL ORDER BY version, created_at, id`
-  })
-  // the counter row stays locked until the change commits: changes commit in number order
-  const nextVersion = SqlSchema.single({
-    Request: Schema.Void,
-    Result: Schema.Struct({ version: Schema.Number }),
-    execute: () => sql`UPDATE runtime_keys_counter SET version = version + 1 WHERE id = 1 RETURNING version`
-  })
-  const insertRow = SqlSchema.void({ Request: KeyRow, execute: (row) => sql`INSERT INTO runtime_keys ${sql.insert(row)}` })
-  const revokeRow = SqlSchema.findOne({
-    Request: Schema.Struct({ id: Schema.String, at: Schema.Number, version: Schema.Number }),
-    Result: KeyRow,
-    execute: ({ at, id, version }) =>
-      sql`UPDATE runtime_keys SET revoked_at = ${at}, version = ${version} WHERE id = ${id} AND revoked_at IS NULL RETURNING id, app, digest, created_at, revoked_at, version`
-  })
-  // inside the transaction: delivered when (and only if) the change commits
-  const notify = SqlSchema.void({ Request: Schema.Number, execute: (version) => sql`SELECT pg_notify(${CHANNEL}, ${String(version)})` })
-  const announce = (version: number) => (Option.isSome(pg) ? notify(version) : Effect.void)
-
-  return {
-    loadAll: unavailable(all(undefined)),
-    changedSince: (after) => unavailable(since(after)),
-    insert: (key) =>
-      inTransaction(
-        sql,
-        Effect.gen(function* () {
-          const { version } = yield* nextVersion(undefined)
-          const row: KeyRow = { ...key, revoked_at: null, version }
-          yield* insertRow(row)
-          yield* announce(version)
-          return row
-        })
-      ),
-    revoke: (id, at) =>
-      inTransaction(
-        sql,
-        Effect.gen(function* () {
-          const { version } = yield* nextVersion(undefined)
-          const row = yield* revokeRow({ id, at, version })
-          if (Option.isSome(row)) yield* announce(version)
-          return row
-        })
-      ),
-    listLive: unavailable(Effect.map(live(undefined), (rows) => rows.map((r) => ({ id: r.id, app: r.app, createdAt: r.created_at })))),
-    notices: Option.map(pg, (client) => client.listen(CHANNEL))
-  } satisfies RuntimeKeyPersistence
-})
-
 /** how often a replica reads key changes even without a notice: a lost notice or listen connection still ends a revoked key within 1 s */
 const POLL_EVERY = Duration.millis(400)
 /** the least time between two reads of changes: what unknown keys can cost the database */
@@ -180,6 +48,12 @@ const MIN_GAP = Duration.millis(50)
 const READ_WITHIN = Duration.seconds(2)
 /** a listen connection that died says nothing: subscribe afresh this often (the poll covers the gap) */
 const RESUBSCRIBE_EVERY = Duration.minutes(1)
+
+/** How often the changes are read and the notices subscribed afresh (tests shorten or lengthen them). */
+export interface Timings {
+  readonly pollEvery?: Duration.DurationInput
+  readonly resubscribeEvery?: Duration.DurationInput
+}
 
 /**
  * API keys: configured keys and runtime keys made through the admin routes. Keys are held only as
@@ -233,13 +107,13 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
 >() {
   /**
    * The store over `persistence` (none: runtime keys live in memory only), starting from its
-   * `rows`. `pollEvery` (default `POLL_EVERY`) is for tests that prove the notices alone.
+   * `rows`. The timings are for tests (defaults `POLL_EVERY`, `RESUBSCRIBE_EVERY`).
    */
   static readonly make = (
     config: GatewayConfig,
     persistence?: RuntimeKeyPersistence,
     rows: ReadonlyArray<KeyRow> = [],
-    options: { readonly pollEvery?: Duration.DurationInput } = {}
+    options: Timings = {}
   ) =>
     Effect.gen(function* () {
       const byDigest = new Map<string, StoredKey>()
@@ -309,7 +183,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
 
       const shared = persistence !== undefined && Option.isSome(persistence.notices)
       const fresh = shared
-        ? yield* follow(persistence, options.pollEvery ?? POLL_EVERY, () => seen, (changed) => {
+        ? yield* follow(persistence, options, () => seen, (changed) => {
             for (const row of changed) {
               learn(row)
               if (row.version > seen) seen = row.version
@@ -379,7 +253,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
 
 /**
  * Keep reading the key changes of `persistence` (for as long as the scope lasts): on each notice,
- * every `pollEvery`, and when a caller asks. Answers the ask: an effect that ends once a read that
+ * every `POLL_EVERY`, and when a caller asks. Answers the ask: an effect that ends once a read that
  * started after it was called has been taken in.
  *
  * Bound on unknown keys: a miss does not query by key, it waits for the next read of the changes,
@@ -388,7 +262,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
  * queries a second per replica, and a new key waits at most `MIN_GAP` and one query. While the
  * database does not answer, a miss fails at once (503) rather than wait.
  */
-const follow = (persistence: RuntimeKeyPersistence, pollEvery: Duration.DurationInput, seen: () => number, take: (rows: ReadonlyArray<KeyRow>) => void) =>
+const follow = (persistence: RuntimeKeyPersistence, timings: Timings, seen: () => number, take: (rows: ReadonlyArray<KeyRow>) => void) =>
   Effect.gen(function* () {
     const wake = yield* Queue.sliding<void>(1)
     let next: Deferred.Deferred<void, KeyStoreUnavailable> | undefined
@@ -398,7 +272,7 @@ const follow = (persistence: RuntimeKeyPersistence, pollEvery: Duration.Duration
       Effect.map(take)
     )
     const cycle = Effect.gen(function* () {
-      yield* Effect.timeoutOption(Queue.take(wake), pollEvery)
+      yield* Effect.timeoutOption(Queue.take(wake), timings.pollEvery ?? POLL_EVERY)
       const waiting = next
       next = undefined
       const exit = yield* Effect.exit(read)
@@ -409,13 +283,16 @@ const follow = (persistence: RuntimeKeyPersistence, pollEvery: Duration.Duration
     yield* Effect.forkScoped(Effect.forever(cycle))
 
     if (Option.isSome(persistence.notices)) {
+      const wakeUp = Queue.offer(wake, undefined)
       const subscription = persistence.notices.value.pipe(
-        Stream.interruptAfter(RESUBSCRIBE_EVERY),
-        Stream.runForEach(() => Queue.offer(wake, undefined)),
-        // a failed or dead subscription: the poll keeps the bound meanwhile
-        Effect.catchAllCause(() => Effect.void)
+        Stream.interruptAfter(timings.resubscribeEvery ?? RESUBSCRIBE_EVERY),
+        Stream.runForEach(() => wakeUp),
+        // between two subscriptions nobody listens: read what changed meanwhile
+        Effect.zipRight(wakeUp),
+        // a subscription that failed (the database lost): a pause before the next; the poll keeps the bound meanwhile
+        Effect.catchAllCause(() => Effect.zipRight(wakeUp, Effect.sleep(Duration.seconds(1))))
       )
-      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(subscription, Effect.sleep(Duration.seconds(1)))))
+      yield* Effect.forkScoped(Effect.forever(subscription))
     }
 
     return Effect.suspend((): Effect.Effect<void, KeyStoreUnavailable> => {

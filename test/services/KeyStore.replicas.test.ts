@@ -127,6 +127,30 @@ describe.skipIf(backend === undefined)("KeyStore: two replicas on one PostgreSQL
     })
   )
 
+  it.scopedLive("a lost listen connection is replaced: B listens again on a new connection", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const db = yield* openDatabase(backend!, dir)
+      const config = configFor(dir)
+      yield* replicaOn(db, config)
+      const persistence = yield* Effect.provide(sqlPersistence, yield* Layer.build(db.layer))
+      yield* KeyStore.make(config, persistence, yield* persistence.loadAll, { pollEvery: "1 hour", resubscribeEvery: "300 millis" })
+      for (let i = 0; i < 100 && (yield* listenConnections(db.url!)) < 2; i++) yield* realSleep(50)
+      const ended = yield* asAdmin(db.url!, async (client, database) => {
+        const result = await client.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'LISTEN %'", [database])
+        return result.rowCount
+      })
+      expect(ended).toBe(2)
+      // A subscribes afresh only after a minute: a listen connection within 2 s is B's new one
+      let listening = 0
+      for (let i = 0; i < 40 && listening < 1; i++) {
+        yield* realSleep(50)
+        listening = yield* listenConnections(db.url!)
+      }
+      expect(listening).toBe(1)
+    })
+  )
+
   it.scopedLive("unknown keys are bounded: misses at once share one read, and reads are at least 50 ms apart", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
