@@ -5,7 +5,7 @@ import { Errors, GatewayError, toGatewayError, type AnyGatewayError } from "../d
 import { Ids } from "../domain/Ids.js"
 import { MAX_JSON_DEPTH, tooDeepPath } from "../domain/JsonDepth.js"
 import { Catalog } from "../services/Catalog.js"
-import { isLoopbackHost, keysAnswered, KeyStore, type Principal } from "../services/KeyStore.js"
+import { isLoopbackHost, KeyStore, orDatabaseUnavailable, type Principal } from "../services/KeyStore.js"
 import { Limits } from "../services/Limits.js"
 import { isJsonContentType, readBody } from "./Body.js"
 import { lingerAfterRefusal } from "./Linger.js"
@@ -218,7 +218,7 @@ export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mou
                   if (candidates.length === 0) return Errors.authentication("invalid_api_key", "Missing API key")
                   if (!keys.shared) return Errors.authentication("invalid_api_key", "Invalid API key")
                   // perhaps a key made on another replica a moment ago: asked of the database's key changes
-                  return keysAnswered(keys.lookup(family === "gemini" ? candidates.slice(0, 1) : candidates)).pipe(
+                  return orDatabaseUnavailable(keys.lookup(family === "gemini" ? candidates.slice(0, 1) : candidates)).pipe(
                     Effect.match({
                       onFailure: (error) => error,
                       onSuccess: (known) => (Option.isSome(known) ? settleMatched(matched, known.value) : Errors.authentication("invalid_api_key", "Invalid API key"))

@@ -33,7 +33,7 @@ export interface CreatedKey extends RuntimeKeyInfo {
 const keyIdOf = (d: Buffer) => `key_${d.toString("hex", 0, 8)}`
 
 /** `KeyStoreUnavailable` as the wire sees it: 503 `database_unavailable`, in the route's envelope. */
-export const keysAnswered = <A, E, R>(self: Effect.Effect<A, E | KeyStoreUnavailable, R>): Effect.Effect<A, Exclude<E, KeyStoreUnavailable> | GatewayError, R> =>
+export const orDatabaseUnavailable = <A, E, R>(self: Effect.Effect<A, E | KeyStoreUnavailable, R>): Effect.Effect<A, Exclude<E, KeyStoreUnavailable> | GatewayError, R> =>
   Effect.catchIf(
     self,
     (e): e is KeyStoreUnavailable => e instanceof KeyStoreUnavailable,
@@ -181,8 +181,8 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
         return [...names]
       }
 
-      const shared = persistence !== undefined && Option.isSome(persistence.notices)
-      const fresh = shared
+      const shared = persistence?.shared === true
+      const fresh = shared && persistence !== undefined
         ? yield* follow(persistence, options, () => seen, (changed) => {
             for (const row of changed) {
               learn(row)

@@ -50,10 +50,9 @@ export interface RuntimeKeyPersistence {
   readonly revoke: (id: string, at: number) => Effect.Effect<Option.Option<KeyRow>, KeyStoreUnavailable>
   /** live runtime keys in creation order */
   readonly listLive: Effect.Effect<ReadonlyArray<RuntimeKeyInfo>, KeyStoreUnavailable>
-  /**
-   * Notices of changes other processes made (PostgreSQL `LISTEN`); none when this process is the
-   * only writer (SQLite), and then the in-memory digests are the whole truth.
-   */
+  /** other processes change the keys too (PostgreSQL); false: this process is the only writer (SQLite) and its memory the whole truth */
+  readonly shared: boolean
+  /** notices of changes other processes made (PostgreSQL `LISTEN`), when there are any */
   readonly notices: Option.Option<Stream.Stream<unknown, unknown>>
 }
 
@@ -137,6 +136,7 @@ export const sqlPersistence = Effect.gen(function* () {
         })
       ),
     listLive: unavailable(Effect.map(live(undefined), (rows) => rows.map((r) => ({ id: r.id, app: r.app, createdAt: r.created_at })))),
+    shared: backend.kind === "postgres",
     notices: Option.map(pg, (client) => client.listen(CHANNEL))
   } satisfies RuntimeKeyPersistence
 })

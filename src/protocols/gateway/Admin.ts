@@ -3,7 +3,7 @@ import { Settings } from "../../Config.js"
 import { Errors, GatewayError } from "../../domain/Errors.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { Catalog } from "../../services/Catalog.js"
-import { keysAnswered, KeyStore } from "../../services/KeyStore.js"
+import { KeyStore, orDatabaseUnavailable } from "../../services/KeyStore.js"
 import { decodeBody } from "../Decode.js"
 import { makeOwnAuth } from "./Usage.js"
 
@@ -38,7 +38,7 @@ export const adminRoutes = Effect.gen(function* () {
   const list = (ctx: RequestContext) =>
     Effect.gen(function* () {
       yield* adminOnly(ctx)
-      const live = yield* keysAnswered(keys.listRuntime)
+      const live = yield* orDatabaseUnavailable(keys.listRuntime)
       return Reply.json({ data: live.map((k) => ({ id: k.id, app: k.app, created_at: iso(k.createdAt) })) })
     })
 
@@ -66,7 +66,7 @@ export const adminRoutes = Effect.gen(function* () {
           )
         }
       }
-      const created = yield* keysAnswered(keys.createRuntime(app))
+      const created = yield* orDatabaseUnavailable(keys.createRuntime(app))
       return Reply.json({ id: created.id, app: created.app, key: created.key, created_at: iso(created.createdAt) }, { status: 201 })
     })
 
@@ -75,7 +75,7 @@ export const adminRoutes = Effect.gen(function* () {
       yield* adminOnly(ctx)
       const id = ctx.params.id
       if (keys.isConfigKey(id)) return yield* conflict("config_key", `${id} is a key from the config; remove it there`)
-      const revoked = yield* keysAnswered(keys.revokeRuntime(id))
+      const revoked = yield* orDatabaseUnavailable(keys.revokeRuntime(id))
       if (!revoked) return yield* Errors.notFound("key_not_found", `No runtime key ${id}`)
       return Reply.json({ id, revoked: true })
     })

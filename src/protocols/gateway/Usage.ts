@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import { Settings } from "../../Config.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { keysAnswered, KeyStore } from "../../services/KeyStore.js"
+import { KeyStore, orDatabaseUnavailable } from "../../services/KeyStore.js"
 import { dayOf, UsageLog } from "../../services/Usage.js"
 
 /**
@@ -44,7 +44,7 @@ export const makeOwnAuth = Effect.map(KeyStore, (keys) => (ctx: RequestContext):
   if (keys.isAdmin(key)) return Effect.succeed({ _tag: "admin" })
   const known = keys.authenticate(key)
   // a key unknown here may have been made on another replica a moment ago: asked of the database's key changes
-  const principal = Option.isNone(known) && keys.shared ? keysAnswered(keys.lookup([key])) : Effect.succeed(known)
+  const principal = Option.isNone(known) && keys.shared ? orDatabaseUnavailable(keys.lookup([key])) : Effect.succeed(known)
   return Effect.flatMap(principal, (found) =>
     Option.match(found, {
       onNone: () => Effect.fail(Errors.authentication("invalid_api_key", "Invalid API key")),
