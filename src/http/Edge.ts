@@ -5,7 +5,7 @@ import { Errors, GatewayError, toGatewayError, type AnyGatewayError } from "../d
 import { Ids } from "../domain/Ids.js"
 import { MAX_JSON_DEPTH, tooDeepPath } from "../domain/JsonDepth.js"
 import { Catalog } from "../services/Catalog.js"
-import { isLoopbackHost, KeyStore, type Principal } from "../services/KeyStore.js"
+import { isLoopbackHost, KeyStore, orDatabaseUnavailable, type Principal } from "../services/KeyStore.js"
 import { Limits } from "../services/Limits.js"
 import { isJsonContentType, readBody } from "./Body.js"
 import { lingerAfterRefusal } from "./Linger.js"
@@ -179,7 +179,7 @@ export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mou
             write({ _tag: "Reply", status: rendered.status, headers: out, body: rendered.body })
           }
 
-          const settle = (): GatewayError | RequestContext => {
+          const settle = (): GatewayError | RequestContext | Effect.Effect<GatewayError | RequestContext> => {
             if (!rawPath.startsWith("/") || /[\s\u0000-\u001f]/.test(rawPath)) {
               return Errors.invalidRequest("invalid_request_target", "The request target is not a valid URL path")
             }
@@ -214,7 +214,17 @@ export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mou
                   found = keys.authenticate(key)
                   if (Option.isSome(found)) break
                 }
-                if (Option.isNone(found)) return Errors.authentication("invalid_api_key", candidates.length === 0 ? "Missing API key" : "Invalid API key")
+                if (Option.isNone(found)) {
+                  if (candidates.length === 0) return Errors.authentication("invalid_api_key", "Missing API key")
+                  if (!keys.shared) return Errors.authentication("invalid_api_key", "Invalid API key")
+                  // perhaps a key made on another replica a moment ago: asked of the database's key changes
+                  return orDatabaseUnavailable(keys.lookup(family === "gemini" ? candidates.slice(0, 1) : candidates)).pipe(
+                    Effect.match({
+                      onFailure: (error) => error,
+                      onSuccess: (known) => (Option.isSome(known) ? settleMatched(matched, known.value) : Errors.authentication("invalid_api_key", "Invalid API key"))
+                    })
+                  )
+                }
                 principal = found.value
               }
             }
@@ -292,29 +302,35 @@ export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mou
             )
           }
 
-          const settled = settle()
-          if (settled instanceof GatewayError || matchedRoute === undefined) {
-            if (settled instanceof GatewayError) writeError(settled)
-            return Effect.void
+          const run = (settled: GatewayError | RequestContext): Effect.Effect<void> => {
+            if (settled instanceof GatewayError || matchedRoute === undefined) {
+              if (settled instanceof GatewayError) writeError(settled)
+              return Effect.void
+            }
+            const handled = tracing
+              ? matchedRoute.handler(settled).pipe(
+                  Effect.withSpan(`${method} ${label}`, { kind: "server", attributes: { "http.request.method": method, "http.route": label, "gateway.family": family, "gateway.app": app ?? "" } })
+                )
+              : matchedRoute.handler(settled)
+            return handled.pipe(
+              Effect.matchCause({
+                onSuccess: write,
+                onFailure: (cause) => {
+                  const failure = Cause.failureOption(cause)
+                  if (Option.isSome(failure)) return writeError(toGatewayError(failure.value))
+                  if (Cause.isInterruptedOnly(cause)) return finish(499)
+                  log.error("request.defect", { requestId, route: label, defect: defectName(Cause.squash(cause)) })
+                  writeError(Errors.internal("internal_error", "The gateway failed while handling this request"))
+                }
+              }),
+              Effect.onInterrupt(() => Effect.sync(() => finish(499)))
+            )
           }
-          const handled = tracing
-            ? matchedRoute.handler(settled).pipe(
-                Effect.withSpan(`${method} ${label}`, { kind: "server", attributes: { "http.request.method": method, "http.route": label, "gateway.family": family, "gateway.app": app ?? "" } })
-              )
-            : matchedRoute.handler(settled)
-          return handled.pipe(
-            Effect.matchCause({
-              onSuccess: write,
-              onFailure: (cause) => {
-                const failure = Cause.failureOption(cause)
-                if (Option.isSome(failure)) return writeError(toGatewayError(failure.value))
-                if (Cause.isInterruptedOnly(cause)) return finish(499)
-                log.error("request.defect", { requestId, route: label, defect: defectName(Cause.squash(cause)) })
-                writeError(Errors.internal("internal_error", "The gateway failed while handling this request"))
-              }
-            }),
-            Effect.onInterrupt(() => Effect.sync(() => finish(499)))
-          )
+
+          const settled = settle()
+          // a GatewayError is an Effect too: it is answered, not run
+          if (settled instanceof GatewayError || !Effect.isEffect(settled)) return run(settled)
+          return Effect.flatMap(settled, run).pipe(Effect.onInterrupt(() => Effect.sync(() => finish(499))))
         })
     }
   })

@@ -16,6 +16,7 @@ import keys from "./migrations/0005_keys.js"
 import usageApp from "./migrations/0006_usage_app.js"
 import responsesInline from "./migrations/0007_responses_inline.js"
 import replicas from "./migrations/0008_replicas.js"
+import keysChanges from "./migrations/0009_keys_changes.js"
 import usageIndexes from "./migrations/0013_usage_indexes.js"
 import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
@@ -34,6 +35,7 @@ const migrations = Migrator.fromRecord({
   "0006_usage_app": usageApp,
   "0007_responses_inline": responsesInline,
   "0008_replicas": replicas,
+  "0009_keys_changes": keysChanges,
   "0013_usage_indexes": usageIndexes
 })
 

@@ -3,13 +3,14 @@ import { Settings } from "../../Config.js"
 import { Errors, GatewayError } from "../../domain/Errors.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { Catalog } from "../../services/Catalog.js"
-import { KeyStore } from "../../services/KeyStore.js"
+import { KeyStore, orDatabaseUnavailable } from "../../services/KeyStore.js"
 import { decodeBody } from "../Decode.js"
 import { makeOwnAuth } from "./Usage.js"
 
 /**
  * Runtime keys on `/gateway/admin/keys` (spec 2.5, 4.5, 5.5): list, create, revoke by key id; the
- * admin key only. The secret is in the creation answer once and stored only as a digest.
+ * admin key only. The secret is in the creation answer once and stored only as a digest. The
+ * database lost: each answers 503 `database_unavailable` (the keys already known keep working).
  */
 
 /** App names of runtime keys: lowercase letters, digits and `-`, not `default`. */
@@ -37,7 +38,8 @@ export const adminRoutes = Effect.gen(function* () {
   const list = (ctx: RequestContext) =>
     Effect.gen(function* () {
       yield* adminOnly(ctx)
-      return Reply.json({ data: keys.listRuntime().map((k) => ({ id: k.id, app: k.app, created_at: iso(k.createdAt) })) })
+      const live = yield* orDatabaseUnavailable(keys.listRuntime)
+      return Reply.json({ data: live.map((k) => ({ id: k.id, app: k.app, created_at: iso(k.createdAt) })) })
     })
 
   const create = (ctx: RequestContext) =>
@@ -64,7 +66,7 @@ export const adminRoutes = Effect.gen(function* () {
           )
         }
       }
-      const created = yield* keys.createRuntime(app)
+      const created = yield* orDatabaseUnavailable(keys.createRuntime(app))
       return Reply.json({ id: created.id, app: created.app, key: created.key, created_at: iso(created.createdAt) }, { status: 201 })
     })
 
@@ -73,7 +75,7 @@ export const adminRoutes = Effect.gen(function* () {
       yield* adminOnly(ctx)
       const id = ctx.params.id
       if (keys.isConfigKey(id)) return yield* conflict("config_key", `${id} is a key from the config; remove it there`)
-      const revoked = yield* keys.revokeRuntime(id)
+      const revoked = yield* orDatabaseUnavailable(keys.revokeRuntime(id))
       if (!revoked) return yield* Errors.notFound("key_not_found", `No runtime key ${id}`)
       return Reply.json({ id, revoked: true })
     })

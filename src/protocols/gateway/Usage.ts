@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import { Settings } from "../../Config.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { KeyStore } from "../../services/KeyStore.js"
+import { KeyStore, orDatabaseUnavailable } from "../../services/KeyStore.js"
 import { dayOf, UsageLog } from "../../services/Usage.js"
 
 /**
@@ -42,10 +42,15 @@ export const makeOwnAuth = Effect.map(KeyStore, (keys) => (ctx: RequestContext):
     return Effect.fail(Errors.authentication("invalid_api_key", "Missing API key: send Authorization: Bearer <key>"))
   }
   if (keys.isAdmin(key)) return Effect.succeed({ _tag: "admin" })
-  return Option.match(keys.authenticate(key), {
-    onNone: () => Effect.fail(Errors.authentication("invalid_api_key", "Invalid API key")),
-    onSome: (principal) => Effect.succeed({ _tag: "app", app: principal.app } as const)
-  })
+  const known = keys.authenticate(key)
+  // a key unknown here may have been made on another replica a moment ago: asked of the database's key changes
+  const principal = Option.isNone(known) && keys.shared ? orDatabaseUnavailable(keys.lookup([key])) : Effect.succeed(known)
+  return Effect.flatMap(principal, (found) =>
+    Option.match(found, {
+      onNone: () => Effect.fail(Errors.authentication("invalid_api_key", "Invalid API key")),
+      onSome: (p) => Effect.succeed({ _tag: "app", app: p.app } as const)
+    })
+  )
 })
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
