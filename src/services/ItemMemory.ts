@@ -1,9 +1,11 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Cause, Clock, Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Cause, Clock, Context, Effect, Either, Layer, Option, Schema, type Scope } from "effect"
 import { Errors, type GatewayError } from "../domain/Errors.js"
 import { Backend } from "../sql/Database.js"
 import { Log } from "./Log.js"
+import * as GroupCommit from "./GroupCommit.js"
 import { throttledSweep } from "./StoreKit.js"
 
 type Item = Readonly<Record<string, unknown>>
@@ -116,12 +118,22 @@ export class ItemMemory extends Context.Tag("gateway/ItemMemory")<ItemMemory, It
 }
 
 const SWEEP_EVERY_MS = 60_000
+/** one item of a remembered answer as sent to the database; `k` numbers the answers of one batch */
+const HeldRow = Schema.Struct({
+  k: Schema.Number,
+  app: Schema.String,
+  response_id: Schema.String,
+  item_id: Schema.String,
+  item: Schema.String,
+  expires_at: Schema.Number
+})
+type HeldRow = typeof HeldRow.Type
 const JsonItem = Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 
 /**
- * The memory on PostgreSQL. Remembering an answer is one statement: its items, numbered with the
- * answer's number from the sequence `held_answers` (larger is later, whichever replica remembered
- * it). A lookup honors both limits itself: the item's answer unexpired and among the app's
+ * The memory on PostgreSQL. The answers remembered together (group commit) are one statement:
+ * their items, each with its answer's number from the sequence `held_answers` (larger is later,
+ * whichever replica remembered it). A lookup honors both limits itself: the item's answer unexpired and among the app's
  * `maxAnswers` largest numbers; so remembering never has to count, and a sweep (at most once a
  * minute per replica) deletes what no lookup can see any more.
  */
@@ -131,13 +143,22 @@ const makeShared = ({ maxAnswers, ttlMs }: ItemMemoryLimits): Effect.Effect<Item
     const log = yield* Log
     const scope = yield* Effect.scope
 
+    /**
+     * The answers of a batch, in one statement: `k` numbers the answers of the batch (in the order
+     * they were remembered), each gets its number from `held_answers`. An answer remembered again
+     * replaces its items (and becomes the latest).
+     */
     const insert = SqlSchema.void({
-      Request: Schema.Struct({ app: Schema.String, responseId: Schema.String, expiresAt: Schema.Number, items: Schema.String }),
-      // an answer remembered again replaces its items (and becomes the latest)
-      execute: ({ app, responseId, expiresAt, items }) => sql`WITH gone AS (DELETE FROM held_items WHERE app = ${app} AND response_id = ${responseId}),
-        answer AS (SELECT nextval('held_answers') AS n)
+      Request: Schema.Array(HeldRow),
+      execute: (rows) => sql`WITH given AS (
+          SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::json) AS v(k int, app text, response_id text, item_id text, item text, expires_at bigint)
+        ), gone AS (
+          DELETE FROM held_items h USING (SELECT DISTINCT app, response_id FROM given) d WHERE h.app = d.app AND h.response_id = d.response_id
+        ), answers AS (
+          SELECT k, nextval('held_answers') AS n FROM (SELECT DISTINCT k FROM given ORDER BY k) ks
+        )
         INSERT INTO held_items (answer, app, response_id, item_id, item, expires_at)
-        SELECT answer.n, ${app}, ${responseId}, v.id, v.item, ${expiresAt} FROM answer, json_to_recordset(${items}::json) AS v(id text, item text)`
+        SELECT answers.n, given.app, given.response_id, given.item_id, given.item, given.expires_at FROM given JOIN answers USING (k)`
     })
     const find = SqlSchema.findOne({
       Request: Schema.Struct({ app: Schema.String, itemId: Schema.String, now: Schema.Number }),
@@ -167,15 +188,28 @@ const makeShared = ({ maxAnswers, ttlMs }: ItemMemoryLimits): Effect.Effect<Item
     const logged = (event: string, fields: Record<string, unknown>) => (cause: Cause.Cause<unknown>) =>
       Effect.sync(() => log.error(event, { ...fields, reason: Cause.isDie(cause) ? "defect" : "database" }))
     yield* sweeper.started
+    // answers that finish together are remembered in one statement (one commit)
+    const writer = yield* GroupCommit.make({
+      run: (answers: ReadonlyArray<ReadonlyArray<HeldRow>>) =>
+        Effect.map(
+          insert(answers.flatMap((rows, k) => rows.map((row) => ({ ...row, k })))),
+          () => Effect.succeed(answers.map(() => Either.right<void>(undefined)))
+        ),
+      weight: (rows) => rows.reduce((sum, row) => sum + 256 + row.item.length, 0),
+      maxWeight: 1024 * 1024,
+      closed: () => new SqlError({ cause: undefined, message: "ItemMemory closed" })
+    })
 
     return {
       remember: (app, responseId, items) =>
         Effect.gen(function* () {
           yield* sweeper.maybe
-          const held = items.flatMap((item) => (typeof item.id === "string" ? [{ id: item.id, item: JSON.stringify(item) }] : []))
-          if (held.length === 0) return
           const now = yield* Clock.currentTimeMillis
-          yield* insert({ app, responseId, expiresAt: now + ttlMs, items: JSON.stringify(held) })
+          const expires_at = now + ttlMs
+          const rows = items.flatMap((item) =>
+            typeof item.id === "string" ? [{ k: 0, app, response_id: responseId, item_id: item.id, item: JSON.stringify(item), expires_at }] : []
+          )
+          if (rows.length > 0) yield* writer.submit(rows)
         }).pipe(Effect.catchAllCause(logged("responses.remember_failed", { app, id: responseId })), Effect.withSpan("ItemMemory.remember")),
       lookup: (app, itemId) =>
         Effect.gen(function* () {
