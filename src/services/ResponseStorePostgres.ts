@@ -52,18 +52,17 @@ const asBuffer = (bytes: Uint8Array) => (Buffer.isBuffer(bytes) ? bytes : Buffer
  * disk and nothing about the store is kept in a replica's memory.
  *
  * The caps hold for the app as a whole, whichever replicas save: the records and bytes of each app
- * are counted in `response_tallies`, changed in the same transaction as the rows. A save batch
- * upserts the tallies of its apps in the statement that inserts its rows; the upsert locks each
- * app's tally row (in app order, so two batches never wait on each other in a cycle) until the
- * commit and answers the totals with every committed save of any replica counted. Only when a
- * total is over a cap does the transaction delete that app's oldest rows. A tally table rather
- * than `pg_advisory_xact_lock` and a COUNT/SUM: the common save (under the caps) costs one
- * statement besides BEGIN and COMMIT and reads no other row, and the status page reads a few rows.
- * Every other change to an app's rows (delete, the retention sweep) takes its tally row first too,
- * so row locks are always taken after tally locks and never in a cycle.
+ * are counted in `response_tallies`, changed in the same transaction as the rows. A save batch is
+ * one call of `save_responses` (migration 0010), one round trip and atomic: it inserts the rows and
+ * upserts their apps' tallies, which locks each app's tally row (in app order, so two batches never
+ * wait on each other in a cycle) until the commit and answers totals that count every committed
+ * save of any replica; only an app over a cap then loses its oldest rows. A tally table rather
+ * than `pg_advisory_xact_lock` and a COUNT/SUM: the common save (under the caps) reads no other
+ * row, and the status page reads a few rows. Every other change to an app's rows (delete, the
+ * retention sweep) takes its tally row first too, so row locks always follow tally locks.
  *
- * Saves that finish together share one transaction (group commit); PostgreSQL answers a COMMIT
- * once it is durable, so a save answers "stored" when its batch committed.
+ * Saves that finish together share one statement (group commit); PostgreSQL answers a commit once
+ * it is durable, so a save answers "stored" when its batch committed.
  */
 export const makePostgresResponseStore = (
   limits: Partial<ResponseStoreLimits> = {}
@@ -76,36 +75,13 @@ export const makePostgresResponseStore = (
     const caps = { ...defaultResponseStoreLimits, ...limits }
     const maxRecordBytes = Math.min(caps.maxRecordBytes, caps.maxBytes)
 
-    /** the rows, and their apps' tallies moved by them (each tally row locked until the commit): the new totals */
-    const insertCounted = SqlSchema.findAll({
+    /** a batch saved: rows inserted, tallies moved, apps over a cap evicted (`save_responses`, migration 0010), in one statement */
+    const saveBatch = SqlSchema.void({
       Request: Schema.Array(Row),
-      Result: Tally,
-      execute: (rows) => sql`WITH added AS (INSERT INTO responses ${sql.insert(rows)} RETURNING app, bytes)
-        INSERT INTO response_tallies (app, count, bytes)
-        SELECT app, COUNT(*), SUM(bytes) FROM added GROUP BY app ORDER BY app
-        ON CONFLICT (app) DO UPDATE SET count = response_tallies.count + EXCLUDED.count, bytes = response_tallies.bytes + EXCLUDED.bytes
-        RETURNING app, count, bytes`
-    })
-    /** the app's `limit` oldest rows (insertion order breaks ties), with its tally */
-    const evictOldest = SqlSchema.void({
-      Request: Schema.Struct({ app: Schema.String, limit: Schema.Number }),
-      execute: ({ app, limit }) => sql`WITH gone AS (
-          DELETE FROM responses WHERE seq IN (SELECT seq FROM responses WHERE app = ${app} ORDER BY created_at, seq LIMIT ${limit}) RETURNING bytes
-        )
-        UPDATE response_tallies SET count = count - (SELECT COUNT(*) FROM gone), bytes = bytes - (SELECT COALESCE(SUM(bytes), 0) FROM gone)
-        WHERE app = ${app}`
-    })
-    /** the app's oldest rows until both caps hold: at least `records` rows, and rows until `bytes` bytes went */
-    const evictUntil = SqlSchema.void({
-      Request: Schema.Struct({ app: Schema.String, records: Schema.Number, bytes: Schema.Number }),
-      execute: ({ app, records, bytes }) => sql`WITH ranked AS (
-          SELECT seq, ROW_NUMBER() OVER w AS n, SUM(bytes) OVER w - bytes AS before
-          FROM responses WHERE app = ${app} WINDOW w AS (ORDER BY created_at, seq)
-        ), gone AS (
-          DELETE FROM responses WHERE seq IN (SELECT seq FROM ranked WHERE n <= ${records} OR before < ${bytes}) RETURNING bytes
-        )
-        UPDATE response_tallies SET count = count - (SELECT COUNT(*) FROM gone), bytes = bytes - (SELECT COALESCE(SUM(bytes), 0) FROM gone)
-        WHERE app = ${app}`
+      execute: (rows) =>
+        sql`SELECT save_responses(${rows.map((row) => row.id)}, ${rows.map((row) => row.app)}, ${rows.map((row) => row.created_at)}, ${rows.map(
+          (row) => row.expires_at
+        )}, ${rows.map((row) => row.bytes)}, ${rows.map((row) => row.body)}, ${caps.maxRecords}, ${caps.maxBytes})`
     })
     const findLive = SqlSchema.findOne({
       Request: Schema.Struct({ ...AppAndId.fields, now: Schema.Number }),
@@ -162,20 +138,8 @@ export const makePostgresResponseStore = (
     const sweep = Effect.iterate(BATCH, { while: (n) => n === BATCH, body: () => Effect.zipLeft(sweepBatch, yieldToEventLoop) })
     const sweeper = throttledSweep({ sweep, everyMs: SWEEP_EVERY_MS, scope, log, event: "responses.sweep_failed" })
 
-    /** One transaction for `rows`: all inserted (in order: equal timestamps keep it), then each app over a cap loses its oldest rows (this batch's included). */
-    const commit = (rows: ReadonlyArray<Row>) =>
-      sql
-        .withTransaction(
-          Effect.gen(function* () {
-            for (const tally of yield* insertCounted(rows)) {
-              const records = tally.count - caps.maxRecords
-              const bytes = tally.bytes - caps.maxBytes
-              if (bytes > 0) yield* evictUntil({ app: tally.app, records, bytes })
-              else if (records > 0) yield* evictOldest({ app: tally.app, limit: records })
-            }
-          })
-        )
-        .pipe(Effect.catchSomeDefect(commitDefect))
+    /** One statement for `rows` (atomic on its own): all inserted, then each app over a cap loses its oldest rows (this batch's included). */
+    const commit = (rows: ReadonlyArray<Row>) => saveBatch(rows)
 
     const databaseFailure = (error: unknown) => new StoreFailure({ reason: reasonOf(error instanceof SqlError ? error.cause : undefined, "database") })
     /** A batch of the writer: every row in one transaction; if it fails, each row alone, so that one bad row fails no other. */
