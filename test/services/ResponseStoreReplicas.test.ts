@@ -4,6 +4,7 @@ import { Context, Effect, Layer, Option, Redacted, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import Pg from "pg"
 import { randomHex } from "../../src/domain/Ids.js"
 import { Log } from "../../src/services/Log.js"
 import { ResponseStore, type ResponseStoreLimits, type StoredRecord } from "../../src/services/ResponseStore.js"
@@ -133,6 +134,51 @@ describe.runIf(hasPostgres)("ResponseStore shared by replicas (postgres)", () =>
       expect(results).toEqual(records.map(() => "stored"))
       expect(yield* a.store.stats()).toEqual([{ app: "team-a", count: 5, bytes: 5 * unit }])
       for (const record of records) expect(Option.isSome(yield* a.store.get("team-a", record.id))).toBe(records.slice(-5).includes(record))
+    }))
+
+  it.scoped("connections cut while saving: every save answered stored is readable on the other replica, and the tallies match the rows", () =>
+    Effect.gen(function* () {
+      const db = yield* sharedDatabase
+      const limits = { maxRecords: 50 }
+      const a = yield* replica(db.url!, limits)
+      const b = yield* replica(db.url!, limits)
+      const admin = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const client = new Pg.Client({ connectionString: db.url!, application_name: "cutter" })
+          await client.connect()
+          return client
+        }),
+        (client) => Effect.promise(() => client.end())
+      )
+      const cut = Effect.promise(() =>
+        admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'llm-gateway'")
+      )
+      const records = Array.from({ length: 120 }, (_, i) => recordOf(`team-${i % 3}`, 1_000 + i))
+      const cutter = yield* Effect.fork(
+        Effect.forEach(Array.from({ length: 5 }), () => Effect.zipRight(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 15))), cut), { discard: true })
+      )
+      const results = yield* Effect.forEach(records, (record) => a.store.save(record, { maxAgeDays: 30 }), { concurrency: 8 })
+      yield* cutter.await
+      // the pools recover by themselves
+      const later = recordOf("team-0", 5_000)
+      expect(yield* a.store.save(later, { maxAgeDays: 30 })).toBe("stored")
+      const newest = new Set(
+        ["team-0", "team-1", "team-2"].flatMap((app) =>
+          [...records, later]
+            .filter((record) => record.app === app)
+            .slice(-50)
+            .map((record) => record.id)
+        )
+      )
+      for (const [i, record] of records.entries()) {
+        // a save answered stored was committed (and, here under the cap, is kept)
+        if (results[i] === "stored" && newest.has(record.id)) expect(yield* b.store.get(record.app, record.id)).toEqual(Option.some(record))
+      }
+      const rows = yield* Effect.orDie(
+        b.sql<{ readonly app: string; readonly count: number; readonly bytes: number }>`SELECT app, COUNT(*) AS count, SUM(bytes) AS bytes FROM responses GROUP BY app ORDER BY app`
+      )
+      expect(yield* b.store.stats()).toEqual(rows)
+      expect(results.filter((result) => result === "stored").length).toBeGreaterThan(0)
     }))
 
   it.scoped("a database that stops answering: a save answers failed (logged), a read or delete fails with a 503, and all work again once it is back", () =>
