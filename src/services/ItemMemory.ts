@@ -133,10 +133,11 @@ const JsonItem = Schema.parseJson(Schema.Record({ key: Schema.String, value: Sch
 /**
  * The memory on PostgreSQL. The answers remembered together (group commit) are one statement:
  * their items, each with its answer's number from the sequence `held_answers` (larger is later,
- * whichever replica remembered it). A lookup honors both limits itself: the item's answer unexpired and among the app's
- * `maxAnswers` largest numbers; so remembering never has to count, and a sweep (at most once a
- * minute per replica) deletes what no lookup can see any more. An answer without items leaves no
- * row, so it does not count among the last answers (nothing of it could be referenced anyway).
+ * whichever replica remembered it). A lookup honors both limits itself: the item's answer
+ * unexpired and among the app's `maxAnswers` largest numbers; so remembering never has to count,
+ * and a sweep (at most once a minute per replica) deletes what no lookup can see any more. An
+ * answer without items leaves no row, so it does not count among the last answers (nothing of it
+ * could be referenced anyway).
  */
 const makeShared = ({ maxAnswers, ttlMs }: ItemMemoryLimits): Effect.Effect<ItemMemoryService, never, SqlClient.SqlClient | Log | Scope.Scope> =>
   Effect.gen(function* () {
