@@ -665,6 +665,28 @@ for (const backend of backends) describe(`ResponseStore (${backend.kind})`, () =
       )
     }))
 
+  if (!sqlite) it.scoped("every record is kept in its row whatever its size (maxInlineBytes is SQLite's): nothing on the replica's disk", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const small = recordOf("team-a", 1)
+      const large = recordOf("team-a", 2, "L".repeat(64 * 1024))
+      const larger = recordOf("team-a", 3, "M".repeat(3 * MiB))
+      yield* withStore(
+        dir,
+        Effect.gen(function* () {
+          for (const record of [small, large, larger]) {
+            expect(yield* save(record)).toBe("stored")
+            const body = yield* bodyOf(record.id)
+            expect(body).not.toBeNull()
+            expect(JSON.parse(Buffer.from(body ?? []).toString("utf8"))).toEqual({ response: record.response, input: record.input })
+            expect(yield* get("team-a", record.id)).toEqual(Option.some(record))
+          }
+          expect(fs.readdirSync(dir)).toEqual([])
+        }),
+        { limits: { maxInlineBytes: 0 } }
+      )
+    }))
+
   if (sqlite) it.scoped("a record over maxInlineBytes (64 KiB unless set) is a file; one up to it stays in its row", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
