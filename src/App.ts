@@ -61,9 +61,10 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage)))
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const fileStore = FileStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
+  const itemMemory = ItemMemory.layer().pipe(Layer.provide(Layer.merge(database, base)))
   const remoteFiles = RemoteFiles.layer.pipe(Layer.provide(settings))
   const replicas = Replicas.layer.pipe(Layer.provide(Layer.merge(database, base)))
-  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, responseStore, fileStore, ItemMemory.layer(), remoteFiles, replicas)
+  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, responseStore, fileStore, itemMemory, remoteFiles, replicas)
 }
 
 /** Every route of the gateway: the table the router is built from and the discovery page lists. */

@@ -17,6 +17,7 @@ import usageApp from "./migrations/0006_usage_app.js"
 import responsesInline from "./migrations/0007_responses_inline.js"
 import replicas from "./migrations/0008_replicas.js"
 import keysChanges from "./migrations/0009_keys_changes.js"
+import heldItems from "./migrations/0010_held_items.js"
 import usageIndexes from "./migrations/0013_usage_indexes.js"
 import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
@@ -36,6 +37,7 @@ const migrations = Migrator.fromRecord({
   "0007_responses_inline": responsesInline,
   "0008_replicas": replicas,
   "0009_keys_changes": keysChanges,
+  "0010_held_items": heldItems,
   "0013_usage_indexes": usageIndexes
 })
 

@@ -7,8 +7,8 @@ import * as path from "node:path"
 import { randomHex } from "../../src/domain/Ids.js"
 import { Log } from "../../src/services/Log.js"
 import { ResponseStore, type ResponseStoreLimits, type StoredRecord } from "../../src/services/ResponseStore.js"
-import { sqliteLayer as databaseLayer } from "../../src/sql/Database.js"
 import { WalSync } from "../../src/sql/WalSync.js"
+import { type BackendUnderTest, backends, type OpenDatabase } from "../support/Backends.js"
 
 const DAY = 24 * 60 * 60 * 1000
 const MiB = 1024 * 1024
@@ -26,16 +26,35 @@ const withStore = <A, E>(
   body: Effect.Effect<A, E, ResponseStore | SqlClient.SqlClient>,
   options: { readonly lines?: Lines; readonly limits?: Partial<ResponseStoreLimits>; readonly sync?: (sync: Sync) => Sync } = {}
 ) => {
+  const database = databases.get(dir)
+  if (database === undefined) throw new Error(`no database opened for ${dir}`)
   const wrap = options.sync
   const store = ResponseStore.layer(dir, options.limits)
   const wrapped = wrap === undefined ? store : store.pipe(Layer.provide(Layer.effect(WalSync, Effect.map(WalSync, (wal) => WalSync.of({ sync: wrap(wal.sync) })))))
-  return Effect.provide(body, wrapped.pipe(Layer.provideMerge(Layer.merge(databaseLayer(dir), Log.layerMemory(options.lines ?? [])))))
+  return Effect.provide(body, wrapped.pipe(Layer.provideMerge(Layer.merge(database.layer, Log.layerMemory(options.lines ?? [])))))
 }
 
-const tempDir = Effect.acquireRelease(
-  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "response-store-"))),
-  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
-)
+/**
+ * The database of each test's directory: `withStore(dir, …)` opens a store (SQLite: over
+ * `<dir>/gateway.db`; PostgreSQL: a new pool on the test's own database, as a restarted replica).
+ */
+const databases = new Map<string, OpenDatabase>()
+
+/** A temporary data directory with a fresh database of `backend`; both go with the test's scope. */
+const tempDirOn = (backend: BackendUnderTest) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "response-store-"))
+      databases.set(dir, await backend.open(dir))
+      return dir
+    }),
+    (dir) =>
+      Effect.promise(async () => {
+        await databases.get(dir)?.close()
+        databases.delete(dir)
+        fs.rmSync(dir, { recursive: true, force: true })
+      })
+  )
 
 const recordOf = (app: string, createdAt: number, text = "hello", id = `resp_${randomHex()}`): StoredRecord => ({
   id,
@@ -68,6 +87,19 @@ const rowCount = (id: string) =>
     Effect.orDie
   )
 
+/** A trigger named `name` that refuses every insert into `responses` for which `when` (SQL over NEW) holds. */
+const refuseInserts = (name: string, when: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.onDialectOrElse({
+      pg: () =>
+        Effect.zipRight(
+          sql.unsafe(`CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF ${when} THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$`),
+          sql.unsafe(`CREATE TRIGGER ${name} BEFORE INSERT ON responses FOR EACH ROW EXECUTE FUNCTION ${name}()`)
+        ),
+      orElse: () => sql.unsafe(`CREATE TEMP TRIGGER ${name} BEFORE INSERT ON responses WHEN ${when} BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+    })
+  ).pipe(Effect.orDie)
+
 /** The row's inline body (the stored form of a record kept in the database), null for a record file. */
 const bodyOf = (id: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ readonly body: Uint8Array | null }>`SELECT body FROM responses WHERE id = ${id}`).pipe(
@@ -75,7 +107,12 @@ const bodyOf = (id: string) =>
     Effect.orDie
   )
 
-const filesIn = (dir: string) => fs.readdirSync(path.join(dir, "responses")).sort()
+/** The record files in `dir` (none, and no directory, on PostgreSQL). */
+const filesIn = (dir: string) => (fs.existsSync(path.join(dir, "responses")) ? fs.readdirSync(path.join(dir, "responses")).sort() : [])
+
+/** The stored form of a record as kept: its row's body, or its file. */
+const storedFormOf = (dir: string, id: string) =>
+  Effect.map(bodyOf(id), (body): unknown => JSON.parse(body === null ? fs.readFileSync(fileOf(dir, id), "utf8") : Buffer.from(body).toString("utf8")))
 
 /**
  * Commits that reached the database's WAL since it was last reset, read from the file itself
@@ -109,7 +146,12 @@ const save = (record: StoredRecord, maxAgeDays = 30) => Effect.flatMap(ResponseS
 const get = (app: string, id: string) => Effect.flatMap(ResponseStore, (store) => store.get(app, id))
 const stats = Effect.flatMap(ResponseStore, (store) => store.stats())
 
-describe("ResponseStore", () => {
+for (const backend of backends) describe(`ResponseStore (${backend.kind})`, () => {
+  const tempDir = tempDirOn(backend)
+  const sqlite = backend.kind === "sqlite"
+  /** SQLite only: the files that hold records (on PostgreSQL every record is in its row: no files) */
+  const filesExpected = (names: ReadonlyArray<string>) => (sqlite ? [...names].sort() : [])
+
   it.scoped("saves and reads back what was saved; the file is one JSON document (records kept as files)", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
@@ -119,7 +161,8 @@ describe("ResponseStore", () => {
           const record = recordOf("team-a", 1_000)
           expect(yield* save(record)).toBe("stored")
           expect(yield* get("team-a", record.id)).toEqual(Option.some(record))
-          expect(JSON.parse(fs.readFileSync(fileOf(dir, record.id), "utf8"))).toEqual({ response: record.response, input: record.input })
+          expect(yield* storedFormOf(dir, record.id)).toEqual({ response: record.response, input: record.input })
+          expect(filesIn(dir)).toEqual(filesExpected([`${record.id}.json`]))
           expect(yield* stats).toEqual([{ app: "team-a", count: 1, bytes: sizeOf(record) }])
           const empty = { ...recordOf("team-a", 1_000), input: [] }
           expect(yield* save(empty)).toBe("stored")
@@ -219,14 +262,14 @@ describe("ResponseStore", () => {
           expect(yield* save(record)).toBe("skipped")
           expect(lines).toEqual([expect.objectContaining({ event: "responses.store_skipped", app: "team-a", id: record.id, bytes: sizeOf(record) })])
           expect(yield* get("team-a", record.id)).toEqual(Option.none())
-          expect(fs.readdirSync(path.join(dir, "responses"))).toEqual([])
+          expect(filesIn(dir)).toEqual([])
           expect(yield* stats).toEqual([])
         }),
         { lines }
       )
     }))
 
-  it.scoped("a storage failure of a record file answers failed with a reason code, and a later save works again", () =>
+  if (sqlite) it.scoped("a storage failure of a record file answers failed with a reason code, and a later save works again", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const lines: Lines = []
@@ -296,7 +339,7 @@ describe("ResponseStore", () => {
           const rows = yield* Effect.orDie(sql<{ readonly n: number; readonly bytes: number }>`SELECT COUNT(*) AS n, SUM(bytes) AS bytes FROM responses`)
           expect(yield* stats).toEqual([{ app: "team-a", count: 10, bytes: rows[0].bytes }])
           expect(rows[0].n).toBe(10)
-          expect(fs.readdirSync(path.join(dir, "responses")).length).toBe(10)
+          expect(filesIn(dir).length).toBe(sqlite ? 10 : 0)
         }),
         { limits: { ...inFiles, maxRecords: 10 } }
       )
@@ -354,7 +397,7 @@ describe("ResponseStore", () => {
       }))
   }
 
-  it.scoped("at start, rows without a file and files (or temp files) without a row are deleted", () =>
+  if (sqlite) it.scoped("at start, rows without a file and files (or temp files) without a row are deleted", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const lines: Lines = []
@@ -426,7 +469,7 @@ describe("ResponseStore", () => {
           // The mechanism, counted rather than timed: the JSON work done on this thread between two
           // turns of the event loop (a self-renewing setImmediate marks each turn). Parsing on the
           // worker thread does not count here; a step over the whole record would.
-          const monitored = <A, R>(effect: Effect.Effect<A, never, R>) =>
+          const monitored = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
             Effect.gen(function* () {
               const { parse, stringify } = JSON
               let inTurn = 0
@@ -539,25 +582,36 @@ describe("ResponseStore", () => {
         Effect.gen(function* () {
           const sql = yield* SqlClient.SqlClient
           // WAL mode commits are fsynced only with synchronous=FULL (2); SQLite as built here defaults to NORMAL
-          expect(yield* Effect.orDie(sql<{ readonly synchronous: number }>`PRAGMA synchronous`)).toEqual([{ synchronous: 2 }])
+          if (sqlite) expect(yield* Effect.orDie(sql<{ readonly synchronous: number }>`PRAGMA synchronous`)).toEqual([{ synchronous: 2 }])
+          // the commits that wrote these records' rows: SQLite, those added to the WAL while they
+          // were saved; PostgreSQL, the transactions their rows were inserted by
+          const commitsOf = <A, R>(saving: Effect.Effect<A, never, R>, ids: ReadonlyArray<string>) =>
+            Effect.gen(function* () {
+              const before = sqlite ? walCommits(dir) : 0
+              const result = yield* saving
+              if (sqlite) return { result, commits: walCommits(dir) - before }
+              const rows = yield* Effect.orDie(sql<{ readonly n: number }>`SELECT COUNT(DISTINCT xmin::text) AS n FROM responses WHERE ${sql.in("id", ids)}`)
+              return { result, commits: rows[0].n }
+            })
           // one at a time: a commit each, at once (the TestClock never moves here: a save waiting
           // for a timer would hang)
-          const alone = walCommits(dir)
           const first = Array.from({ length: 3 }, (_, i) => recordOf("team-a", i))
-          for (const record of first) expect(yield* save(record)).toBe("stored")
-          expect(walCommits(dir) - alone).toBe(3)
+          const alone = yield* commitsOf(Effect.forEach(first, (record) => save(record)), first.map((record) => record.id))
+          expect(alone.result).toEqual(first.map(() => "stored"))
+          expect(alone.commits).toBe(3)
           // together: without group commit each save would be a commit of its own
           const n = 40
           const records = Array.from({ length: n }, (_, i) => recordOf(i % 2 === 0 ? "team-a" : "team-b", 10 + i, `turn ${i}`))
-          const before = walCommits(dir)
-          const results = yield* Effect.forEach(records, (record) => save(record), { concurrency: "unbounded" })
-          expect(results).toEqual(records.map(() => "stored"))
-          const commits = walCommits(dir) - before
-          expect(commits).toBeGreaterThanOrEqual(1)
-          expect(commits).toBeLessThanOrEqual(n / 8)
+          const together = yield* commitsOf(
+            Effect.forEach(records, (record) => save(record), { concurrency: "unbounded" }),
+            records.map((record) => record.id)
+          )
+          expect(together.result).toEqual(records.map(() => "stored"))
+          expect(together.commits).toBeGreaterThanOrEqual(1)
+          expect(together.commits).toBeLessThanOrEqual(n / 8)
           for (const record of records) expect(yield* get(record.app, record.id)).toEqual(Option.some(record))
           // those commits deferred their fsync to the WAL sync; every other commit is fsynced as before
-          expect(yield* Effect.orDie(sql<{ readonly synchronous: number }>`PRAGMA synchronous`)).toEqual([{ synchronous: 2 }])
+          if (sqlite) expect(yield* Effect.orDie(sql<{ readonly synchronous: number }>`PRAGMA synchronous`)).toEqual([{ synchronous: 2 }])
           const held = (app: string) => [...first, ...records].filter((record) => record.app === app).reduce((sum, record) => sum + sizeOf(record), 0)
           expect(yield* stats).toEqual([
             { app: "team-a", count: 23, bytes: held("team-a") },
@@ -576,7 +630,7 @@ describe("ResponseStore", () => {
       const limits = { maxRecords: 4, maxInlineBytes: 1000 }
       expect(sizeOf(mixed(0))).toBeLessThanOrEqual(limits.maxInlineBytes)
       expect(sizeOf(mixed(1))).toBeGreaterThan(limits.maxInlineBytes)
-      const fileNames = (records: ReadonlyArray<StoredRecord>) => records.filter((r) => sizeOf(r) > limits.maxInlineBytes).map((r) => `${r.id}.json`).sort()
+      const fileNames = (records: ReadonlyArray<StoredRecord>) => filesExpected(records.filter((r) => sizeOf(r) > limits.maxInlineBytes).map((r) => `${r.id}.json`))
       const first = Array.from({ length: 6 }, (_, i) => mixed(i))
       const second = Array.from({ length: 6 }, (_, i) => mixed(10 + i))
       yield* withStore(
@@ -611,7 +665,29 @@ describe("ResponseStore", () => {
       )
     }))
 
-  it.scoped("a record over maxInlineBytes (64 KiB unless set) is a file; one up to it stays in its row", () =>
+  if (!sqlite) it.scoped("every record is kept in its row whatever its size (maxInlineBytes is SQLite's): nothing on the replica's disk", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const small = recordOf("team-a", 1)
+      const large = recordOf("team-a", 2, "L".repeat(64 * 1024))
+      const larger = recordOf("team-a", 3, "M".repeat(3 * MiB))
+      yield* withStore(
+        dir,
+        Effect.gen(function* () {
+          for (const record of [small, large, larger]) {
+            expect(yield* save(record)).toBe("stored")
+            const body = yield* bodyOf(record.id)
+            expect(body).not.toBeNull()
+            expect(JSON.parse(Buffer.from(body ?? []).toString("utf8"))).toEqual({ response: record.response, input: record.input })
+            expect(yield* get("team-a", record.id)).toEqual(Option.some(record))
+          }
+          expect(fs.readdirSync(dir)).toEqual([])
+        }),
+        { limits: { maxInlineBytes: 0 } }
+      )
+    }))
+
+  if (sqlite) it.scoped("a record over maxInlineBytes (64 KiB unless set) is a file; one up to it stays in its row", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const small = recordOf("team-a", 1)
@@ -657,14 +733,14 @@ describe("ResponseStore", () => {
           // one row the database refuses, among others committed with it
           const poison = mixed(3)
           const batch = Array.from({ length: 6 }, (_, i) => (i === 3 ? poison : mixed(i)))
-          yield* Effect.orDie(sql.unsafe(`CREATE TEMP TRIGGER poison BEFORE INSERT ON responses WHEN NEW.id = '${poison.id}' BEGIN SELECT RAISE(ABORT, 'refused'); END`))
+          yield* refuseInserts("poison", `NEW.id = '${poison.id}'`)
           const results = yield* Effect.forEach(batch, (record) => save(record), { concurrency: "unbounded" })
           expect(results).toEqual(batch.map((record) => (record === poison ? "failed" : "stored")))
           expect(failures()).toEqual([expect.objectContaining({ app: "team-a", id: poison.id, reason: "database" })])
           expect(fs.existsSync(fileOf(dir, poison.id))).toBe(false)
           for (const record of batch) expect(yield* get("team-a", record.id)).toEqual(record === poison ? Option.none() : Option.some(record))
           // every row refused: every save of the batch answers failed, nothing is left behind
-          yield* Effect.orDie(sql.unsafe("CREATE TEMP TRIGGER refuse BEFORE INSERT ON responses BEGIN SELECT RAISE(ABORT, 'refused'); END"))
+          yield* refuseInserts("refuse", "true")
           const refused = Array.from({ length: 6 }, (_, i) => mixed(10 + i))
           expect(yield* Effect.forEach(refused, (record) => save(record), { concurrency: "unbounded" })).toEqual(refused.map(() => "failed"))
           const logged = failures().slice(1)
@@ -672,11 +748,11 @@ describe("ResponseStore", () => {
           expect(logged.every((line) => line.reason === "database")).toBe(true)
           for (const record of refused) expect(yield* rowCount(record.id)).toBe(0)
           const stored = batch.filter((record) => record !== poison)
-          expect(filesIn(dir)).toEqual(stored.filter((record) => sizeOf(record) > 1000).map((record) => `${record.id}.json`).sort())
+          expect(filesIn(dir)).toEqual(filesExpected(stored.filter((record) => sizeOf(record) > 1000).map((record) => `${record.id}.json`)))
           expect(yield* stats).toEqual([{ app: "team-a", count: 5, bytes: stored.reduce((sum, record) => sum + sizeOf(record), 0) }])
           // the failed transactions left the connection fsyncing every other commit, as before
-          expect(yield* Effect.orDie(sql<{ readonly synchronous: number }>`PRAGMA synchronous`)).toEqual([{ synchronous: 2 }])
-          yield* Effect.orDie(sql.unsafe("DROP TRIGGER refuse"))
+          if (sqlite) expect(yield* Effect.orDie(sql<{ readonly synchronous: number }>`PRAGMA synchronous`)).toEqual([{ synchronous: 2 }])
+          yield* Effect.orDie(sql.unsafe(sqlite ? "DROP TRIGGER refuse" : "DROP TRIGGER refuse ON responses"))
           const later = [mixed(20), mixed(21)]
           for (const record of later) expect(yield* save(record)).toBe("stored")
           for (const record of later) expect(yield* get("team-a", record.id)).toEqual(Option.some(record))
@@ -686,7 +762,7 @@ describe("ResponseStore", () => {
       )
     }))
 
-  it.scoped("a save answers stored only once the WAL is synced, one sync per commit; a failed sync answers failed", () =>
+  if (sqlite) it.scoped("a save answers stored only once the WAL is synced, one sync per commit; a failed sync answers failed", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const lines: Lines = []

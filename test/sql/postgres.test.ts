@@ -34,7 +34,7 @@ describe.skipIf(!hasPostgres)("PostgreSQL backend: start", () => {
         )
       )
     )
-    expect(migrations.map((m) => m.migration_id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 13])
+    expect(migrations.map((m) => m.migration_id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13])
   })
 
   it("an unreachable server fails after the retry window with one message naming the host only", async () => {

@@ -119,7 +119,7 @@ export const readInput = (input: string | ReadonlyArray<unknown> | undefined): R
 /** The request's input with each item reference replaced by the held item it names. */
 export const resolveReferences = (
   entries: ReadonlyArray<Entry>,
-  lookup: (id: string) => Effect.Effect<Option.Option<Item>>
+  lookup: (id: string) => Effect.Effect<Option.Option<Item>, GatewayError>
 ): Effect.Effect<Input, GatewayError> => {
   const items: Array<Item> = []
   const typed: Array<TypedItem> = []

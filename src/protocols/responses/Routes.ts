@@ -134,12 +134,16 @@ export const responsesRoutes = Effect.gen(function* () {
   /** Keep a finished answer: stored record (when `store`) and its items for item_reference. */
   const keep = (ctx: RequestContext, prepared: Prepared, response: Readonly<Record<string, unknown>>, output: ReadonlyArray<Item>) =>
     prepared.frame.store
-      ? Effect.zipRight(
-          store.save(
-            { id: prepared.frame.id, app: ctx.principal.app, createdAt: prepared.frame.createdAt * 1000, response, input: prepared.input },
-            { maxAgeDays: ctx.app.maxAgeDays }
-          ),
-          memory.remember(ctx.principal.app, prepared.frame.id, output)
+      ? // both may wait for the database (PostgreSQL): at the same time
+        Effect.asVoid(
+          Effect.zip(
+            store.save(
+              { id: prepared.frame.id, app: ctx.principal.app, createdAt: prepared.frame.createdAt * 1000, response, input: prepared.input },
+              { maxAgeDays: ctx.app.maxAgeDays }
+            ),
+            memory.remember(ctx.principal.app, prepared.frame.id, output),
+            { concurrent: true }
+          )
         )
       : Effect.void
 
