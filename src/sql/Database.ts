@@ -16,6 +16,8 @@ import keys from "./migrations/0005_keys.js"
 import usageApp from "./migrations/0006_usage_app.js"
 import responsesInline from "./migrations/0007_responses_inline.js"
 import replicas from "./migrations/0008_replicas.js"
+import fileChunks from "./migrations/0011_file_chunks.js"
+import uploads from "./migrations/0012_uploads.js"
 import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { WalSync } from "./WalSync.js"
@@ -32,7 +34,9 @@ const migrations = Migrator.fromRecord({
   "0005_keys": keys,
   "0006_usage_app": usageApp,
   "0007_responses_inline": responsesInline,
-  "0008_replicas": replicas
+  "0008_replicas": replicas,
+  "0011_file_chunks": fileChunks,
+  "0012_uploads": uploads
 })
 
 /** Which backend holds the gateway's state. */
