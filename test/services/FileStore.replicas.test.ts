@@ -232,4 +232,24 @@ describe.skipIf(!hasPostgres)("FileStore on PostgreSQL: two replicas, one databa
       expect(yield* countIn(db, "file_chunks")).toBe(0)
       expect(yield* countIn(db, "file_stages")).toBe(0)
     }))
+
+  it.scoped("with the database gone, every file operation fails 503 database_unavailable (typed, never a defect)", () =>
+    Effect.gen(function* () {
+      const { a, db } = yield* two()
+      const record = yield* save(a, "team-a", textOf(10), "a.txt")
+      const upload = yield* a.uploads.start({ app: "team-a", keyId: "key-1", filename: "f.txt", maxBytes: 1024 })
+      yield* Effect.promise(() => db.drop())
+      const unavailable = { status: 503, kind: "unavailable", code: "database_unavailable" }
+      expect(yield* Effect.flip(a.get("team-a", record.id))).toMatchObject(unavailable)
+      expect(yield* Effect.flip(a.list("team-a"))).toMatchObject(unavailable)
+      expect(yield* Effect.flip(a.remove("team-a", record.id))).toMatchObject(unavailable)
+      expect(yield* Effect.flip(a.checkRoom("team-a"))).toMatchObject(unavailable)
+      expect(yield* Effect.flip(a.stage({ filename: "b.txt", maxBytes: 1024 }))).toMatchObject(unavailable)
+      expect(yield* Effect.flip(a.read(record))).toMatchObject(unavailable)
+      expect(yield* Effect.flip(a.stats())).toMatchObject(unavailable)
+      expect(yield* Effect.flip(a.uploads.find(upload.id))).toMatchObject(unavailable)
+      expect(yield* Effect.flip(a.uploads.start({ app: "team-a", keyId: "key-1", filename: "g.txt", maxBytes: 1024 }))).toMatchObject(unavailable)
+      expect(yield* Effect.flip(Effect.scoped(a.uploads.claim(upload, 0, wrongOffset)))).toMatchObject(unavailable)
+      expect(yield* Effect.flip(a.uploads.expire)).toMatchObject(unavailable)
+    }))
 })
