@@ -119,8 +119,10 @@ export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mou
             return `${forwardedProto === "https" ? "https" : "http"}://${forwardedHost}`
           }
         }
+        // a Host on the allow list (a public name in `listen.hosts` behind a load balancer) is where
+        // the caller reached us; the listen address would name this replica, not the gateway
         const host = headers["host"]
-        if (hosts === undefined && host !== undefined && /^[A-Za-z0-9.:[\]-]+$/.test(host)) return `http://${host}`
+        if (host !== undefined && /^[A-Za-z0-9.:[\]-]+$/.test(host) && (hosts === undefined || hosts.has(host.toLowerCase()))) return `http://${host}`
         return listenOrigin
       }
 

@@ -5,6 +5,7 @@
  * keyless chunks on both and is finalized on the other; upload URLs and file uris name the public
  * origin (the trusted proxy's forwarded host), never a replica's own address.
  */
+import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
@@ -172,5 +173,42 @@ describe.skipIf(!hasPostgres)("files with the database lost while serving", () =
       body: "{}"
     })
     expect(start.status).toBe(503)
+  })
+})
+
+describe("the origin in upload URLs behind a load balancer without forwarded headers", () => {
+  let gateway: TestGateway
+  beforeAll(async () => {
+    gateway = await startGateway({ listen: { hosts: ["llm.example.test"] }, keys: [{ key: KEY, app: "team" }] })
+  }, 60_000)
+  afterAll(async () => {
+    await gateway?.close()
+  })
+
+  it("names the public Host the request came with (on the listen.hosts list), not the replica's listen address", async () => {
+    const headers = await new Promise<http.IncomingHttpHeaders>((resolve, reject) => {
+      const request = http.request(
+        {
+          host: "127.0.0.1",
+          port: gateway.port,
+          method: "POST",
+          path: "/upload/v1beta/files",
+          headers: {
+            host: "llm.example.test",
+            authorization: `Bearer ${KEY}`,
+            "x-goog-upload-protocol": "resumable",
+            "x-goog-upload-command": "start",
+            "content-length": "0"
+          }
+        },
+        (response) => {
+          response.resume()
+          response.on("end", () => resolve(response.headers))
+        }
+      )
+      request.on("error", reject)
+      request.end()
+    })
+    expect(headers["x-goog-upload-url"]).toMatch(/^http:\/\/llm\.example\.test\/upload\/v1beta\/files\?upload_id=[0-9a-f]{32}&upload_protocol=resumable$/)
   })
 })
