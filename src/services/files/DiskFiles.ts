@@ -230,7 +230,7 @@ export const makeDiskFiles = (dataDir: string, caps: FileStoreLimits) =>
         }),
       content: (record) =>
         Stream.fromAsyncIterable(
-          { [Symbol.asyncIterator]: () => fs.createReadStream(pathOf(record))[Symbol.asyncIterator]() as AsyncIterator<Uint8Array> },
+          { [Symbol.asyncIterator]: () => fs.createReadStream(pathOf(record), { highWaterMark: 256 * 1024 })[Symbol.asyncIterator]() as AsyncIterator<Uint8Array> },
           () => storageFailed()
         ),
       read: (record) =>
