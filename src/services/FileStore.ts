@@ -85,9 +85,7 @@ export interface CommitOptions {
   readonly maxAgeDays: number
 }
 
-/** Unfinished resumable uploads per app, and how long one lives (spec 4.4). */
-export const MAX_UNFINISHED_UPLOADS = 4
-export const UPLOAD_TTL_MS = 10 * 60 * 1000
+export { MAX_UNFINISHED_UPLOADS, UPLOAD_TTL_MS } from "./files/Common.js"
 
 /** An unfinished resumable upload. */
 export interface Upload {

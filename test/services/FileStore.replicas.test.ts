@@ -213,6 +213,29 @@ describe.skipIf(!hasPostgres)("FileStore on PostgreSQL: two replicas, one databa
       yield* start(a, "key-3")
     }))
 
+  it.scoped("an upload whose chunk was being written by a replica that died is busy, then expires like any other", () =>
+    Effect.gen(function* () {
+      const { a, b, db } = yield* two()
+      const upload = yield* a.uploads.start({ app: "team-a", keyId: "key-1", filename: "f.txt", declaredType: "text/plain", maxBytes: 1024 * 1024 })
+      // A claims a chunk and never comes back (its scope stays open: the replica is gone)
+      yield* TestClock.adjust(1000)
+      const dead = yield* Scope.make()
+      const writer = yield* Scope.extend(a.uploads.claim(upload, 0, wrongOffset), dead)
+      yield* writer.write(chunksOf(textOf(300 * KiB)))
+      expect(yield* Effect.flip(sendChunk(b, upload, 0, textOf(10)))).toMatchObject({ status: 429, code: "file_saves_busy" })
+      // at its 10 minutes the upload no longer answers, but its claim is still fresh: kept until the claim is stale
+      yield* TestClock.adjust(UPLOAD_TTL_MS - 1000)
+      expect(yield* b.uploads.find(upload.id)).toEqual(Option.none())
+      yield* b.uploads.expire
+      expect(yield* countIn(db, "uploads")).toBe(1)
+      yield* TestClock.adjust(UPLOAD_TTL_MS)
+      yield* b.uploads.expire
+      expect(yield* countIn(db, "uploads")).toBe(0)
+      expect(yield* countIn(db, "file_chunks")).toBe(0)
+      expect(yield* countIn(db, "file_stages")).toBe(0)
+      yield* Scope.close(dead, Exit.void)
+    }))
+
   it.scoped("a resumable upload whose bytes are not what it declared is refused at the finalize on the other replica, and leaves nothing", () =>
     Effect.gen(function* () {
       const { a, b, db } = yield* two()

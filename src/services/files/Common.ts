@@ -6,6 +6,10 @@ import type { FileRecord, FileStoreLimits, StageOptions } from "../FileStore.js"
 
 /** What both file stores share: the row, the errors, the per-upload checks and the save queue. */
 
+/** Unfinished resumable uploads per app, and how long one lives (spec 4.4). */
+export const MAX_UNFINISHED_UPLOADS = 4
+export const UPLOAD_TTL_MS = 10 * 60 * 1000
+
 export const DAY_MS = 24 * 60 * 60 * 1000
 export const SWEEP_EVERY_MS = 60_000
 export const FILE_ID = /^file-[0-9a-f]{32}$/
@@ -61,6 +65,11 @@ export const refusedKind = (why: string) => Errors.invalidRequest("invalid_file"
 
 export const tooManyFiles = (max: number) => Errors.invalidRequest("file_limit_exceeded", `This app already holds ${max} files; delete some first`)
 export const storageFull = (max: number) => Errors.invalidRequest("file_storage_full", `This app's files would pass ${max} bytes; delete some first`)
+
+export const tooManyUploads = () =>
+  Errors.rateLimited("too_many_uploads", `This app already has ${MAX_UNFINISHED_UPLOADS} unfinished uploads; finish or wait for them`, { retryAfter: 60 })
+
+export const uploadBusy = () => Errors.rateLimited("file_saves_busy", "Another chunk of this upload is being written", { retryAfter: 1 })
 
 /** The database did not answer (or answered what cannot be read): 503 in the route's envelope. */
 export const databaseUnavailable = () => Errors.unavailable("database_unavailable", "The file store's database is not answering; retry shortly", { retryAfter: 1 })

@@ -1,7 +1,8 @@
 import { Clock, Effect, Exit, Option } from "effect"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
-import { MAX_UNFINISHED_UPLOADS, type Stage, type StageOptions, UPLOAD_TTL_MS, type Upload, type Uploads } from "../FileStore.js"
+import type { Stage, StageOptions, Upload, Uploads } from "../FileStore.js"
+import { MAX_UNFINISHED_UPLOADS, tooManyUploads, UPLOAD_TTL_MS, uploadBusy } from "./Common.js"
 
 interface Held {
   readonly upload: Omit<Upload, "size">
@@ -10,11 +11,6 @@ interface Held {
   /** a request is writing a chunk: the next one must wait for its offset */
   busy: boolean
 }
-
-export const tooManyUploads = () =>
-  Errors.rateLimited("too_many_uploads", `This app already has ${MAX_UNFINISHED_UPLOADS} unfinished uploads; finish or wait for them`, { retryAfter: 60 })
-
-export const uploadBusy = () => Errors.rateLimited("file_saves_busy", "Another chunk of this upload is being written", { retryAfter: 1 })
 
 /**
  * Unfinished uploads of this process (SQLite: one process owns the data directory): each is an

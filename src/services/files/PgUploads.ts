@@ -4,15 +4,17 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Clock, Effect, Exit, Option, type ParseResult, Schema, Stream } from "effect"
 import { Errors } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
-import { type FileStoreLimits, MAX_UNFINISHED_UPLOADS, type StagedFile, type Upload, UPLOAD_TTL_MS, type Uploads } from "../FileStore.js"
-import { fromDb, isGatewayError, makeChecks, tooLarge } from "./Common.js"
-import { tooManyUploads, uploadBusy } from "./MemoryUploads.js"
+import type { FileStoreLimits, StagedFile, Upload, Uploads } from "../FileStore.js"
+import { fromDb, isGatewayError, makeChecks, MAX_UNFINISHED_UPLOADS, tooLarge, tooManyUploads, UPLOAD_TTL_MS, uploadBusy } from "./Common.js"
 import type { Chunks } from "./PgChunks.js"
 
 /** advisory lock class of an app's upload starts */
 const UPLOADS_LOCK = 0x75706c64 // "upld"
-/** a chunk being written this long ago belongs to a replica that died: its upload may expire */
-const STALE_WRITE_MS = 30 * 60 * 1000
+/**
+ * a chunk claimed this long ago belongs to a request or replica that is gone (no body read lasts
+ * this long): its expired upload is dropped all the same
+ */
+const STALE_WRITE_MS = UPLOAD_TTL_MS
 
 const UploadRow = Schema.Struct({
   id: Schema.String,
