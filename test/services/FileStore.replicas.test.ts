@@ -256,6 +256,32 @@ describe.skipIf(!hasPostgres)("FileStore on PostgreSQL: two replicas, one databa
       expect(yield* countIn(db, "file_stages")).toBe(0)
     }))
 
+  it.scoped("retention is for the whole database: B sweeps A's expired files, and a new replica sweeps the stages of one that died", () =>
+    Effect.gen(function* () {
+      const { a, b, db } = yield* two()
+      const short = yield* Effect.gen(function* () {
+        const stage = yield* a.stage({ filename: "short.txt", maxBytes: 1024 })
+        yield* stage.write(chunksOf(textOf(10)))
+        return yield* a.commit("team-a", yield* stage.finish, { filename: "short.txt", purpose: "user_data", maxAgeDays: 1 })
+      })
+      const kept = yield* save(a, "team-a", textOf(20), "kept.txt")
+      // A stages a file and dies before committing it (nothing discards it)
+      const orphan = yield* a.stage({ filename: "orphan.txt", maxBytes: 1024 * 1024 })
+      yield* orphan.write(chunksOf(textOf(300 * KiB)))
+      expect(yield* countIn(db, "file_stages")).toBe(1)
+
+      yield* TestClock.adjust(24 * 60 * 60 * 1000)
+      expect(yield* b.list("team-a")).toEqual([kept])
+      // the read forked B's first sweep since its start
+      for (let i = 0; i < 100 && (yield* countIn(db, "files")) > 1; i++) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+      expect(yield* countIn(db, "files")).toBe(1)
+      expect(yield* b.get("team-a", short.id)).toEqual(Option.none())
+      // a day on, the stage is older than any upload lasts: a replica starting now removes it and its chunks
+      yield* replica(db)
+      expect(yield* countIn(db, "file_stages")).toBe(0)
+      expect(yield* countIn(db, "file_chunks")).toBe(1)
+    }))
+
   it.scoped("with the database gone, every file operation fails 503 database_unavailable (typed, never a defect)", () =>
     Effect.gen(function* () {
       const { a, db } = yield* two()
