@@ -7,7 +7,8 @@ import * as path from "node:path"
 import { acceptedKinds } from "../../src/domain/FileKind.js"
 import { randomHex } from "../../src/domain/Ids.js"
 import { Log } from "../../src/services/Log.js"
-import { type CommitOptions, type FileRecord, FileStore, type FileStoreLimits, type StageOptions } from "../../src/services/FileStore.js"
+import { type CommitOptions, type FileRecord, FileStore, type FileStoreLimits, type StageOptions, type Upload, UPLOAD_TTL_MS } from "../../src/services/FileStore.js"
+import { Errors } from "../../src/domain/Errors.js"
 import { backends, type BackendUnderTest, type OpenDatabase } from "../support/Backends.js"
 import Pg from "pg"
 
@@ -535,6 +536,76 @@ const suite = (backend: BackendUnderTest) => {
       }
       expect.fail("condition never held")
     })
+
+  describe("FileStore: resumable uploads", () => {
+    const wrongOffset = (size: number) => Errors.invalidRequest("invalid_argument", `must be ${size}`)
+    const sendChunk = (upload: Upload, offset: number, bytes: Uint8Array) =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const writer = yield* (yield* FileStore).uploads.claim(upload, offset, wrongOffset)
+          yield* writer.write(chunksOf(bytes, 1000))
+          return writer.size()
+        })
+      )
+    const start = (app: string, keyId: string, extra: Partial<StageOptions> = {}) =>
+      Effect.flatMap(FileStore, (store) => store.uploads.start({ app, keyId, filename: "photo.png", displayName: "Photo", maxBytes: 1024 * 1024, ...extra }))
+
+    it.scoped("chunks at the right offset, a wrong offset refused, a concurrent chunk busy, then finish and commit", () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir
+        yield* withStore(
+          dir,
+          Effect.gen(function* () {
+            const store = yield* FileStore
+            const image = pngOf(5000)
+            const upload = yield* start("team-a", "key-1")
+            expect(upload).toMatchObject({ app: "team-a", keyId: "key-1", filename: "photo.png", displayName: "Photo", size: 0 })
+            expect(yield* sendChunk(upload, 0, image.subarray(0, 2000))).toBe(2000)
+            expect(Option.map(yield* store.uploads.find(upload.id), (u) => u.size)).toEqual(Option.some(2000))
+            expect(yield* Effect.flip(sendChunk(upload, 0, image.subarray(0, 10)))).toMatchObject({ status: 400, message: "must be 2000" })
+            const scope = yield* Scope.make()
+            const writer = yield* Scope.extend(store.uploads.claim(upload, 2000, wrongOffset), scope)
+            expect(yield* Effect.flip(sendChunk(upload, 2000, image.subarray(2000)))).toMatchObject({ status: 429, code: "file_saves_busy" })
+            yield* writer.write(chunksOf(image.subarray(2000)))
+            const file = yield* writer.finish
+            yield* Scope.close(scope, Exit.void)
+            expect(file).toMatchObject({ bytes: 5000, mimeType: "image/png" })
+            expect(yield* store.uploads.find(upload.id)).toEqual(Option.none())
+            const record = yield* store.commit("team-a", file, commitOptions("photo.png", { displayName: "Photo" }))
+            expect(new Uint8Array(yield* contentOf(record))).toEqual(image)
+            expect(yield* tempsIn(dir)).toEqual([])
+          })
+        )
+      }))
+
+    it.scoped("a failed chunk drops the upload; 4 unfinished per app; revoking the key drops its uploads; 10 minutes end them", () =>
+      Effect.gen(function* () {
+        const dir = yield* tempDir
+        yield* withStore(
+          dir,
+          Effect.gen(function* () {
+            const store = yield* FileStore
+            const small = yield* start("team-a", "key-1", { maxBytes: 100 })
+            expect(yield* Effect.flip(sendChunk(small, 0, pngOf(101)))).toMatchObject({ status: 413, code: "file_too_large" })
+            expect(yield* store.uploads.find(small.id)).toEqual(Option.none())
+
+            const ups = [yield* start("team-a", "key-1"), yield* start("team-a", "key-1"), yield* start("team-a", "key-2"), yield* start("team-a", "key-2")]
+            expect(yield* Effect.flip(start("team-a", "key-3"))).toMatchObject({ status: 429, code: "too_many_uploads" })
+            yield* start("team-b", "key-3")
+            yield* sendChunk(ups[0], 0, pngOf(300))
+            yield* store.uploads.dropKey("key-1")
+            expect(yield* store.uploads.find(ups[0].id)).toEqual(Option.none())
+            expect(Option.isSome(yield* store.uploads.find(ups[2].id))).toBe(true)
+            yield* start("team-a", "key-3")
+
+            yield* TestClock.adjust(UPLOAD_TTL_MS)
+            yield* store.uploads.expire
+            expect(yield* store.uploads.find(ups[2].id)).toEqual(Option.none())
+            expect(yield* tempsIn(dir)).toEqual([])
+          })
+        )
+      }))
+  })
 
   describe("FileStore: save queue", () => {
     /** Let forked fibers run until they block. */
