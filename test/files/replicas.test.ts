@@ -95,6 +95,21 @@ describe.skipIf(!hasPostgres)("files on two replicas of one PostgreSQL database"
     expect(((await geminiGone.json()) as Json).error).toMatchObject({ code: 404, status: "NOT_FOUND" })
   })
 
+  it("a download the client abandons half way ends cleanly; the replica keeps serving", async () => {
+    const image = pngOfSize(2 * 1024 * 1024)
+    const id = ((await (await call(a, "/v1/files", { method: "POST", body: uploadForm(image, "huge.png", "image/png") })).json()) as Json).id as string
+    const abort = new AbortController()
+    const response = await call(b, `/v1/files/${id}/content`, { signal: abort.signal })
+    expect(response.status).toBe(200)
+    const reader = response.body!.getReader()
+    expect((await reader.read()).done).toBe(false)
+    abort.abort()
+    await reader.read().catch(() => undefined)
+    const again = await call(b, `/v1/files/${id}/content`)
+    expect(Buffer.from(await again.arrayBuffer()).equals(image)).toBe(true)
+    expect((await call(b, `/v1/files/${id}`, { method: "DELETE" })).status).toBe(200)
+  })
+
   it("a resumable upload started on A takes keyless chunks on B and A and is finalized on B; its URL names the public origin", async () => {
     const image = pngOfSize(400 * 1024)
     const start = await call(a, "/upload/v1beta/files", {
