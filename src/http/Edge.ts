@@ -109,6 +109,7 @@ export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mou
 
     return (port: number) => {
       const hosts = allowedHosts(config.listen.host, port, config.listen.hosts)
+      const publicHosts = new Set(config.listen.hosts.map((h) => h.toLowerCase()))
       const listenOrigin = `http://${config.listen.host.includes(":") && !config.listen.host.startsWith("[") ? `[${config.listen.host}]` : config.listen.host}:${port}`
       /** the origin callers reach the gateway at (URLs in answers: upload URLs, file uris) */
       const originOf = (headers: Headers): string => {
@@ -120,7 +121,12 @@ export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mou
           }
         }
         const host = headers["host"]
-        if (hosts === undefined && host !== undefined && /^[A-Za-z0-9.:[\]-]+$/.test(host)) return `http://${host}`
+        if (host !== undefined && /^[A-Za-z0-9.:[\]-]+$/.test(host)) {
+          if (hosts === undefined) return `http://${host}`
+          // a public name from `listen.hosts` (a replica behind a load balancer) is where the
+          // caller reached the gateway; the listen address would name this replica
+          if (publicHosts.has(host.toLowerCase())) return `http://${host}`
+        }
         return listenOrigin
       }
 

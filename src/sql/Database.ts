@@ -18,6 +18,8 @@ import responsesInline from "./migrations/0007_responses_inline.js"
 import replicas from "./migrations/0008_replicas.js"
 import keysChanges from "./migrations/0009_keys_changes.js"
 import heldItems from "./migrations/0010_held_items.js"
+import fileChunks from "./migrations/0011_file_chunks.js"
+import uploads from "./migrations/0012_uploads.js"
 import usageIndexes from "./migrations/0013_usage_indexes.js"
 import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
@@ -38,6 +40,8 @@ const migrations = Migrator.fromRecord({
   "0008_replicas": replicas,
   "0009_keys_changes": keysChanges,
   "0010_held_items": heldItems,
+  "0011_file_chunks": fileChunks,
+  "0012_uploads": uploads,
   "0013_usage_indexes": usageIndexes
 })
 

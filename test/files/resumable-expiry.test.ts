@@ -53,7 +53,7 @@ const layerOf = (config: GatewayConfig, dir: string) =>
     Layer.succeed(Settings, config),
     KeyStore.layer(config),
     Catalog.layer(config),
-    FileStore.layer(dir).pipe(Layer.provide(Layer.merge(databaseLayer(dir), Log.layerMemory([]))))
+    FileStore.layer(dir).pipe(Layer.provideMerge(Layer.merge(databaseLayer(dir), Log.layerMemory([]))))
   )
 
 /** A resumable uploader over a fresh data directory; the uploader, the store and the directory end with the test. */

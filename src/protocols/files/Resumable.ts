@@ -1,11 +1,11 @@
-import { Clock, Effect, Option, Runtime, Schedule, Schema } from "effect"
+import { Effect, Option, Runtime, Schedule, Schema } from "effect"
 import { Settings } from "../../Config.js"
 import { Errors, type AnyGatewayError } from "../../domain/Errors.js"
-import { randomHex } from "../../domain/Ids.js"
 import { Reply, type RequestContext } from "../../http/Route.js"
 import { Catalog } from "../../services/Catalog.js"
-import { FileStore, type Stage } from "../../services/FileStore.js"
+import { type FileRecord, FileStore, type Upload } from "../../services/FileStore.js"
 import { KeyStore } from "../../services/KeyStore.js"
+import { Log } from "../../services/Log.js"
 import { decodeAt } from "../Decode.js"
 import { geminiFile } from "./Shapes.js"
 import { bodyPieces, bodyRules, declaredLength, receiveRelated, saveUpload } from "./Upload.js"
@@ -17,26 +17,13 @@ import { bodyPieces, bodyRules, declaredLength, receiveRelated, saveUpload } fro
  *
  * The upload URL is the credential of its chunks: a chunk with no key runs as the app that
  * started the upload; an unknown or dropped id is 401 without a key, 404 with one (as is another
- * app's id). Unfinished uploads live in this process only: 4 per app, each 10 minutes; they are
- * dropped by a timer, by any request to the upload route, and by a restart (the file store removes
- * their partial bytes at start).
+ * app's id). Unfinished uploads are the file store's (in this process on SQLite, in the database
+ * on PostgreSQL, where any replica takes any chunk): 4 per app, each 10 minutes; they are dropped
+ * by a timer, by any request to the upload route, and when the key that started them is revoked.
+ * The upload URL names the origin the caller reached (the public one behind a trusted proxy).
  */
 
-const MAX_UNFINISHED = 4
-const UPLOAD_TTL_MS = 10 * 60 * 1000
 const UPLOAD_ID = /^[0-9a-f]{32}$/
-
-interface Upload {
-  readonly id: string
-  readonly app: string
-  readonly keyId: string
-  readonly expiresAt: number
-  readonly displayName?: string
-  readonly filename: string
-  readonly stage: Stage
-  /** a chunk is being written: the next one must wait for its offset */
-  busy: boolean
-}
 
 const StartBody = Schema.Struct({
   file: Schema.optional(
@@ -73,26 +60,21 @@ export const makeResumable = Effect.gen(function* () {
   const catalog = yield* Catalog
   const store = yield* FileStore
   const keys = yield* KeyStore
-  const uploads = new Map<string, Upload>()
+  const log = yield* Log
+  const uploads = store.uploads
 
-  const drop = (upload: Upload) =>
-    Effect.suspend(() => {
-      uploads.delete(upload.id)
-      return upload.stage.discard
-    })
-
-  /** Drop every upload past its 10 minutes. */
-  const expire = Effect.gen(function* () {
-    const now = yield* Clock.currentTimeMillis
-    for (const upload of [...uploads.values()]) if (upload.expiresAt <= now && !upload.busy) yield* drop(upload)
-  })
-  yield* Effect.forkScoped(Effect.repeat(expire, Schedule.spaced("1 minute")))
+  const expire = uploads.expire
+  yield* Effect.forkScoped(
+    Effect.repeat(
+      Effect.catchAll(expire, () => Effect.sync(() => log.error("files.upload_expiry_failed", { reason: "database" }))),
+      Schedule.spaced("1 minute")
+    )
+  )
   // an upload lives only while its starting key does (revocation calls back outside any fiber)
   const runtime = yield* Effect.runtime<never>()
   keys.onRevoke((keyId) => {
-    for (const upload of [...uploads.values()]) if (upload.keyId === keyId) Runtime.runFork(runtime)(drop(upload))
+    Runtime.runFork(runtime)(Effect.catchAll(uploads.dropKey(keyId), () => Effect.sync(() => log.error("files.upload_drop_failed", { reason: "database" }))))
   })
-  yield* Effect.addFinalizer(() => Effect.forEach([...uploads.values()], drop, { discard: true }))
 
   const gate = (app: string) =>
     catalog.app(app).filesEnabled ? Effect.void : Effect.fail(Errors.permission("files_forbidden", "The Files API is not enabled for this key's app"))
@@ -101,10 +83,6 @@ export const makeResumable = Effect.gen(function* () {
     Effect.gen(function* () {
       const app = ctx.principal.app
       yield* gate(app)
-      const unfinished = [...uploads.values()].filter((u) => u.app === app).length
-      if (unfinished >= MAX_UNFINISHED) {
-        return yield* Errors.rateLimited("too_many_uploads", `This app already has ${MAX_UNFINISHED} unfinished uploads; finish or wait for them`, { retryAfter: 60 })
-      }
       yield* store.checkRoom(app)
       const raw = ctx.headers["content-length"] === "0" || ctx.headers["content-length"] === undefined ? {} : yield* ctx.json
       const body = yield* decodeStart(raw, "")
@@ -114,25 +92,21 @@ export const makeResumable = Effect.gen(function* () {
       }
       const declaredType = uploadHeader(ctx, "header-content-type") ?? body.file?.mimeType ?? body.file?.mime_type ?? undefined
       const displayName = body.file?.displayName ?? body.file?.display_name ?? undefined
-      const filename = displayName ?? "upload"
-      const id = randomHex(16)
-      const now = yield* Clock.currentTimeMillis
-      // opened and registered in one step, so a request ended meanwhile cannot lose the open file
-      yield* store.stage({ filename, ...(declaredType ? { declaredType } : {}), maxBytes: ctx.app.maxBodyBytes }).pipe(
-        Effect.tap((stage) =>
-          Effect.sync(() => {
-            uploads.set(id, { id, app, keyId: ctx.principal.keyId, expiresAt: now + UPLOAD_TTL_MS, ...(displayName ? { displayName } : {}), filename, stage, busy: false })
-          })
-        ),
-        Effect.uninterruptible
-      )
-      const url = `${ctx.origin}/upload/v1beta/files?upload_id=${id}&upload_protocol=resumable`
+      const upload = yield* uploads.start({
+        app,
+        keyId: ctx.principal.keyId,
+        filename: displayName ?? "upload",
+        ...(displayName ? { displayName } : {}),
+        ...(declaredType ? { declaredType } : {}),
+        maxBytes: ctx.app.maxBodyBytes
+      })
+      const url = `${ctx.origin}/upload/v1beta/files?upload_id=${upload.id}&upload_protocol=resumable`
       return Reply.text("", "text/plain", { headers: { ...statusHeaders("active", { url, "chunk-granularity": String(8 * 1024 * 1024) }) } })
     })
 
   const chunk = (ctx: RequestContext, id: string) =>
     Effect.gen(function* () {
-      const found = UPLOAD_ID.test(id) ? Option.fromNullable(uploads.get(id)) : Option.none<Upload>()
+      const found = UPLOAD_ID.test(id) ? yield* uploads.find(id) : Option.none<Upload>()
       const missing = () =>
         ctx.keyPresented
           ? Errors.notFound("not_found", `No upload ${id} is in progress`)
@@ -146,33 +120,26 @@ export const makeResumable = Effect.gen(function* () {
       if (command.length === 0 || command.some((c) => c !== "upload" && c !== "finalize" && c !== "query")) {
         return yield* refuse("X-Goog-Upload-Command", "must be upload, finalize, or both")
       }
-      if (command.includes("query")) return Reply.text("", "text/plain", { headers: statusHeaders("active", { "size-received": String(upload.stage.size()) }) })
-      if (upload.busy) return yield* Errors.rateLimited("file_saves_busy", "Another chunk of this upload is being written", { retryAfter: 1 })
+      if (command.includes("query")) return Reply.text("", "text/plain", { headers: statusHeaders("active", { "size-received": String(upload.size) }) })
       const offsetText = uploadHeader(ctx, "offset")
-      const offset = offsetText === undefined ? upload.stage.size() : Number(offsetText)
-      if (!Number.isSafeInteger(offset) || offset !== upload.stage.size()) {
-        return yield* refuse("X-Goog-Upload-Offset", `must be ${upload.stage.size()}, the bytes received so far`)
-      }
+      const offset = offsetText === undefined ? undefined : Number(offsetText)
+      if (offset !== undefined && !Number.isSafeInteger(offset)) return yield* refuse("X-Goog-Upload-Offset", `must be ${upload.size}, the bytes received so far`)
       const app = catalog.app(upload.app)
       const rules = { ...bodyRules(ctx, config.limits), maxBytes: app.maxBodyBytes }
       const length = yield* declaredLength(ctx.incoming, rules.maxBytes)
-      upload.busy = true
       const written = yield* Effect.scoped(
         Effect.gen(function* () {
+          const writer = yield* uploads.claim(upload, offset, (size) => refuse("X-Goog-Upload-Offset", `must be ${size}, the bytes received so far`))
           yield* store.admit(upload.app, length ?? 0)
-          if (command.includes("upload") && length !== 0) yield* upload.stage.write(bodyPieces(ctx.incoming, rules))
-          if (!command.includes("finalize")) return Option.none()
-          const staged = yield* upload.stage.finish
-          uploads.delete(upload.id)
-          return Option.some(yield* store.commit(upload.app, staged, { filename: upload.filename, purpose: "user_data", ...(upload.displayName ? { displayName: upload.displayName } : {}), maxAgeDays: app.maxAgeDays }))
+          if (command.includes("upload") && length !== 0) yield* writer.write(bodyPieces(ctx.incoming, rules))
+          if (!command.includes("finalize")) return { size: writer.size(), file: Option.none<FileRecord>() }
+          const staged = yield* writer.finish
+          const file = yield* store.commit(upload.app, staged, { filename: upload.filename, purpose: "user_data", ...(upload.displayName ? { displayName: upload.displayName } : {}), maxAgeDays: app.maxAgeDays })
+          return { size: writer.size(), file: Option.some(file) }
         })
-      ).pipe(
-        Effect.ensuring(Effect.sync(() => void (upload.busy = false))),
-        // a failed chunk ends the upload: its bytes can no longer be trusted to be whole
-        Effect.tapError(() => drop(upload))
       )
-      if (Option.isNone(written)) return Reply.text("", "text/plain", { headers: statusHeaders("active", { "size-received": String(upload.stage.size()) }) })
-      return Reply.json({ file: geminiFile(written.value, ctx.origin) }, { headers: statusHeaders("final") })
+      if (Option.isNone(written.file)) return Reply.text("", "text/plain", { headers: statusHeaders("active", { "size-received": String(written.size) }) })
+      return Reply.json({ file: geminiFile(written.file.value, ctx.origin) }, { headers: statusHeaders("final") })
     })
 
   /** `uploadType=multipart`: JSON metadata then the file, as multipart/related. */

@@ -1,7 +1,7 @@
-import { Effect, Either, Option } from "effect"
-import * as fs from "node:fs"
+import { Effect, Either, Option, Stream } from "effect"
+import type { ServerResponse } from "node:http"
 import { Settings } from "../../Config.js"
-import { Errors } from "../../domain/Errors.js"
+import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { fileNotFound } from "../FileParts.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { FileStore, type FileRecord } from "../../services/FileStore.js"
@@ -27,6 +27,51 @@ const attachment = (filename: string) => {
   const encoded = encodeURIComponent(filename).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
   return `attachment; filename="${plain}"; filename*=UTF-8''${encoded}`
 }
+
+/** Waits until the response takes more bytes, or is closed (then false). */
+const drained = (response: ServerResponse) =>
+  Effect.async<boolean>((resume) => {
+    const drain = () => done(true)
+    const close = () => done(false)
+    const done = (open: boolean) => {
+      response.off("drain", drain)
+      response.off("close", close)
+      resume(Effect.succeed(open))
+    }
+    response.on("drain", drain)
+    response.on("close", close)
+    return Effect.sync(() => {
+      response.off("drain", drain)
+      response.off("close", close)
+    })
+  })
+
+/**
+ * A download: the status and headers with the first piece (a failure before it is answered in the
+ * route's envelope), then each piece as the client takes it; a failure after the first piece can
+ * only cut the connection. Stops when the client goes.
+ */
+const sendBody = (response: ServerResponse, headers: Record<string, string>, body: Stream.Stream<Uint8Array, GatewayError>) =>
+  Effect.gen(function* () {
+    let started = false
+    const sent = yield* Effect.either(
+      Stream.runForEachWhile(body, (piece) => {
+        if (response.destroyed) return Effect.succeed(false)
+        if (!started) {
+          started = true
+          response.writeHead(200, headers)
+        }
+        return response.write(piece) ? Effect.succeed(true) : drained(response)
+      })
+    )
+    if (Either.isRight(sent)) {
+      if (!started && !response.destroyed) response.writeHead(200, headers)
+      response.end()
+      return
+    }
+    if (!started) return yield* sent.left
+    response.destroy()
+  })
 
 export const filesRoutes = Effect.gen(function* () {
   const config = yield* Settings
@@ -102,22 +147,7 @@ export const filesRoutes = Effect.gen(function* () {
         ctx.response.end()
         return Reply.written
       }
-      yield* Effect.async<void>((resume) => {
-        const stream = fs.createReadStream(store.path(file))
-        const done = () => resume(Effect.void)
-        stream.once("open", () => ctx.response.writeHead(200, headers))
-        stream.once("error", () => {
-          if (!ctx.response.headersSent) ctx.response.writeHead(500, { "content-type": "text/plain" })
-          ctx.response.destroy()
-          done()
-        })
-        ctx.response.once("close", () => {
-          stream.destroy()
-          done()
-        })
-        stream.pipe(ctx.response)
-        return Effect.sync(() => stream.destroy())
-      })
+      yield* sendBody(ctx.response, headers, store.content(file))
       return Reply.written
     })
 
