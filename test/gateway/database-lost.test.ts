@@ -54,7 +54,7 @@ describe.skipIf(!hasPostgres)("PostgreSQL lost while serving", () => {
 
   it("serves what needs no shared state, refuses the rest cleanly, and recovers without a restart", async () => {
     const made = await post("/gateway/admin/keys", ADMIN, { app: "bots" })
-    expect(made.status).toBe(200)
+    expect(made.status).toBe(201)
     const runtime = ((await made.json()) as { key: string }).key
     expect((await chat(runtime, "seen once")).status).toBe(200)
 

@@ -54,7 +54,7 @@ describe.skipIf(!hasPostgres)("two replicas on one PostgreSQL database", () => {
 
   it("a runtime key made on one replica works on the other at once; revoked on one, refused on the other within 1 s", async () => {
     const made = await call(next().port, "POST", "/gateway/admin/keys", { ...bearer(ADMIN), ...json }, JSON.stringify({ app: "runtime-app" }))
-    expect(made.status, made.text).toBe(200)
+    expect(made.status, made.text).toBe(201)
     const { id, key } = jsonOf(made) as { id: string; key: string }
     for (let i = 0; i < 4; i++) expect((await chat(next(), key)).status).toBe(200)
     const listed = await call(next().port, "GET", "/gateway/admin/keys", bearer(ADMIN))
