@@ -141,6 +141,7 @@ describe("decodeConfig: a full config", () => {
     const expected = {
       listen: { host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] },
       dataDir: "./data",
+      database: { poolSize: 10 },
       keys: [],
       providers: {},
       aliases: {},
@@ -342,6 +343,20 @@ describe("decodeConfig: problems", () => {
     const problems = problemsOf(decodeConfig({ keys: [{ key: "short", app: "Team A" }] }, {}))
     expectExactlyPaths(problems, ["keys.0.key", "keys.0.app"])
     expect(problems.join("\n")).not.toContain("short\"")
+  })
+
+  it("database: a URL from env:, a default pool of 10; a URL that is not postgres:// is reported without echoing it", () => {
+    const url = "postgres://gw:s3cret-pass@db.internal:5432/gateway"
+    const config = ok(decodeConfig({ database: { url: "env:DATABASE_URL" }, replicaId: "gw-1" }, { DATABASE_URL: url }))
+    expect(config.database.poolSize).toBe(10)
+    expect(Redacted.value(config.database.url!)).toBe(url)
+    expect(String(config.database.url)).not.toContain("s3cret")
+    expect(config.replicaId).toBe("gw-1")
+    const problems = problemsOf(decodeConfig({ database: { url: "mysql://u:hunter2@h/db", poolSize: 0 }, replicaId: "" }, {}))
+    expectExactlyPaths(problems, ["database.poolSize", "replicaId"])
+    const scheme = problemsOf(decodeConfig({ database: { url: "mysql://u:hunter2@h/db" } }, {}))
+    expect(scheme).toEqual(["database.url: must be a postgres:// or postgresql:// URL"])
+    expect([...problems, ...scheme].join("\n")).not.toContain("hunter2")
   })
 
   it("problems never contain a resolved secret", () => {
