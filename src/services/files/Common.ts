@@ -1,5 +1,7 @@
+import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { type Cause, Deferred, Effect, type ParseResult, Schema, type Scope } from "effect"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { type Cause, Clock, Deferred, Effect, Option, type ParseResult, Schema, type Scope } from "effect"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { acceptedKinds, makeClassifier } from "../../domain/FileKind.js"
 import type { FileRecord, FileStoreLimits, StageOptions } from "../FileStore.js"
@@ -78,6 +80,40 @@ export const databaseUnavailable = () => Errors.unavailable("database_unavailabl
 export const fromDb = <A, E extends SqlError | ParseResult.ParseError | Cause.NoSuchElementException | GatewayError, R>(
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, GatewayError, R> => Effect.mapError(effect, (error) => (isGatewayError(error) ? error : databaseUnavailable()))
+
+/**
+ * Reading file records, the same SQL on both backends: one live record of an app (an id that is
+ * no file id is none), and an app's live records in upload order. `maybeSweep` runs first.
+ */
+export const makeRecordReads = (sql: SqlClient.SqlClient, maybeSweep: Effect.Effect<void>) => {
+  const findLive = SqlSchema.findOne({
+    Request: Schema.Struct({ app: Schema.String, id: Schema.String, now: Schema.Number }),
+    Result: Row,
+    execute: ({ app, id, now }) =>
+      sql`SELECT id, app, filename, display_name, purpose, mime_type, bytes, created_at, expires_at FROM files WHERE id = ${id} AND app = ${app} AND expires_at > ${now}`
+  })
+  const listLive = SqlSchema.findAll({
+    Request: Schema.Struct({ app: Schema.String, now: Schema.Number }),
+    Result: Row,
+    execute: ({ app, now }) =>
+      sql`SELECT id, app, filename, display_name, purpose, mime_type, bytes, created_at, expires_at FROM files WHERE app = ${app} AND expires_at > ${now} ORDER BY seq`
+  })
+  return {
+    get: (app: string, id: string): Effect.Effect<Option.Option<FileRecord>, GatewayError> =>
+      Effect.gen(function* () {
+        yield* maybeSweep
+        if (!FILE_ID.test(id)) return Option.none<FileRecord>()
+        const now = yield* Clock.currentTimeMillis
+        return Option.map(yield* fromDb(findLive({ app, id, now })), recordOf)
+      }),
+    list: (app: string): Effect.Effect<ReadonlyArray<FileRecord>, GatewayError> =>
+      Effect.gen(function* () {
+        yield* maybeSweep
+        const now = yield* Clock.currentTimeMillis
+        return (yield* fromDb(listLive({ app, now }))).map(recordOf)
+      })
+  }
+}
 
 export const isGatewayError = (error: unknown): error is GatewayError => typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "GatewayError"
 

@@ -11,6 +11,7 @@ import { makeTallies, throttledSweep } from "../StoreKit.js"
 import {
   FILE_ID,
   fromDb,
+  makeRecordReads,
   isGatewayError,
   makeChecks,
   makeSaveQueue,
@@ -44,18 +45,6 @@ export const makeDiskFiles = (dataDir: string, caps: FileStoreLimits) =>
     const tallies = makeTallies()
 
     const insert = SqlSchema.void({ Request: Row, execute: (row) => sql`INSERT INTO files ${sql.insert(row)}` })
-    const findLive = SqlSchema.findOne({
-      Request: Schema.Struct({ app: Schema.String, id: Schema.String, now: Schema.Number }),
-      Result: Row,
-      execute: ({ app, id, now }) =>
-        sql`SELECT id, app, filename, display_name, purpose, mime_type, bytes, created_at, expires_at FROM files WHERE id = ${id} AND app = ${app} AND expires_at > ${now}`
-    })
-    const listLive = SqlSchema.findAll({
-      Request: Schema.Struct({ app: Schema.String, now: Schema.Number }),
-      Result: Row,
-      execute: ({ app, now }) =>
-        sql`SELECT id, app, filename, display_name, purpose, mime_type, bytes, created_at, expires_at FROM files WHERE app = ${app} AND expires_at > ${now} ORDER BY seq`
-    })
     const deleteOne = SqlSchema.findOne({
       Request: Schema.Struct({ app: Schema.String, id: Schema.String }),
       Result: Schema.Struct({ ...Held.fields, expires_at: Schema.Number }),
@@ -92,6 +81,7 @@ export const makeDiskFiles = (dataDir: string, caps: FileStoreLimits) =>
     })
     const sweep = Effect.iterate(BATCH, { while: (n) => n === BATCH, body: () => sweepBatch })
     const sweeper = throttledSweep({ sweep, everyMs: SWEEP_EVERY_MS, scope, log, event: "files.sweep_failed" })
+    const reads = makeRecordReads(sql, sweeper.maybe)
 
     /** temporary names of finished stages, by id, until committed or dropped */
     const stagedTemps = new Map<string, string>()
@@ -215,19 +205,8 @@ export const makeDiskFiles = (dataDir: string, caps: FileStoreLimits) =>
       stage,
       commit,
       drop,
-      get: (app, id) =>
-        Effect.gen(function* () {
-          yield* sweeper.maybe
-          if (!FILE_ID.test(id)) return Option.none<FileRecord>()
-          const now = yield* Clock.currentTimeMillis
-          return Option.map(yield* fromDb(findLive({ app, id, now })), recordOf)
-        }),
-      list: (app) =>
-        Effect.gen(function* () {
-          yield* sweeper.maybe
-          const now = yield* Clock.currentTimeMillis
-          return (yield* fromDb(listLive({ app, now }))).map(recordOf)
-        }),
+      get: reads.get,
+      list: reads.list,
       content: (record) =>
         Stream.fromAsyncIterable(
           { [Symbol.asyncIterator]: () => fs.createReadStream(pathOf(record), { highWaterMark: 256 * 1024 })[Symbol.asyncIterator]() as AsyncIterator<Uint8Array> },

@@ -6,7 +6,7 @@ import { randomHex } from "../../domain/Ids.js"
 import type { FileRecord, FileStoreLimits, FileStoreService, Stage, StagedFile, StageOptions } from "../FileStore.js"
 import { Log } from "../Log.js"
 import { throttledSweep } from "../StoreKit.js"
-import { FILE_ID, fromDb, isGatewayError, makeChecks, makeSaveQueue, recordOf, Row, rowOf, storageFailed, storageFull, SWEEP_EVERY_MS, Tally, tooManyFiles } from "./Common.js"
+import { FILE_ID, fromDb, makeRecordReads, isGatewayError, makeChecks, makeSaveQueue, recordOf, Row, rowOf, storageFailed, storageFull, SWEEP_EVERY_MS, Tally, tooManyFiles } from "./Common.js"
 import { makeChunks } from "./PgChunks.js"
 import { makePgUploads } from "./PgUploads.js"
 
@@ -41,18 +41,6 @@ export const makePgFiles = (caps: FileStoreLimits) =>
       Request: Schema.Struct({ app: Schema.String, now: Schema.Number }),
       Result: Tallied,
       execute: ({ app, now }) => sql`SELECT COUNT(*) AS count, COALESCE(SUM(bytes), 0) AS bytes FROM files WHERE app = ${app} AND expires_at > ${now}`
-    })
-    const findLive = SqlSchema.findOne({
-      Request: Schema.Struct({ app: Schema.String, id: Schema.String, now: Schema.Number }),
-      Result: Row,
-      execute: ({ app, id, now }) =>
-        sql`SELECT id, app, filename, display_name, purpose, mime_type, bytes, created_at, expires_at FROM files WHERE id = ${id} AND app = ${app} AND expires_at > ${now}`
-    })
-    const listLive = SqlSchema.findAll({
-      Request: Schema.Struct({ app: Schema.String, now: Schema.Number }),
-      Result: Row,
-      execute: ({ app, now }) =>
-        sql`SELECT id, app, filename, display_name, purpose, mime_type, bytes, created_at, expires_at FROM files WHERE app = ${app} AND expires_at > ${now} ORDER BY seq`
     })
     const deleteOne = SqlSchema.findOne({
       Request: Schema.Struct({ app: Schema.String, id: Schema.String }),
@@ -96,6 +84,7 @@ export const makePgFiles = (caps: FileStoreLimits) =>
       Effect.iterate(BATCH, { while: (n) => n === BATCH, body: () => sweepStages })
     )
     const sweeper = throttledSweep({ sweep, everyMs: SWEEP_EVERY_MS, scope, log, event: "files.sweep_failed" })
+    const reads = makeRecordReads(sql, sweeper.maybe)
 
     const dropStage = (id: string) => Effect.ignore(chunks.dropStages([id]))
 
@@ -159,19 +148,8 @@ export const makePgFiles = (caps: FileStoreLimits) =>
       stage,
       commit,
       drop: (staged) => dropStage(staged.id),
-      get: (app, id) =>
-        Effect.gen(function* () {
-          yield* sweeper.maybe
-          if (!FILE_ID.test(id)) return Option.none<FileRecord>()
-          const now = yield* Clock.currentTimeMillis
-          return Option.map(yield* fromDb(findLive({ app, id, now })), recordOf)
-        }),
-      list: (app) =>
-        Effect.gen(function* () {
-          yield* sweeper.maybe
-          const now = yield* Clock.currentTimeMillis
-          return (yield* fromDb(listLive({ app, now }))).map(recordOf)
-        }),
+      get: reads.get,
+      list: reads.list,
       content,
       read: (record) =>
         Stream.runCollect(content(record)).pipe(
