@@ -2,8 +2,9 @@
  * `npm run bench -- --postgres` (issue 16): the same build on SQLite, on PostgreSQL, and as two
  * replicas on PostgreSQL behind a round-robin proxy, in one run with rounds alternated.
  *
- * Workloads: chat completions (no database work on that path), Responses `store: true`, and a
- * 64 KiB file upload (`POST /v1/files`). Figures: requests per second at the load's connections,
+ * Workloads through the fake chat-completions upstream (bench/upstream.ts): chat completions (no
+ * database work on that path), Responses `store: true`, and a 64 KiB file upload (`POST /v1/files`;
+ * a fixed number per round, each round to an app of its own, far from the 1000-file cap). Figures: requests per second at the load's connections,
  * and CPU per request of the gateway process(es) — user + system time from /proc/<pid>/stat over
  * the load, divided by the answers; the proxy and the load generator are not counted. The proxy
  * is connection-level round robin (as nginx `stream` or a TCP load balancer does): each of the
@@ -20,30 +21,36 @@ import * as os from "node:os"
 import * as path from "node:path"
 import Pg from "pg"
 import { startPostgres, type PostgresServer } from "../test/support/PostgresServer.js"
-import { loader, repoRoot, startServer, type Server } from "./procs.js"
+import { loader, repoRoot, startBenchServer, startServer, type Server } from "./procs.js"
 
 type Log = (line: string) => void
 
 const KEY = "sk-bench-postgres-0123456789"
+/** uploads go to an app of their own per setup and round, so no app comes near its 1000-file cap */
+const UPLOAD_APPS = 12
+const uploadKey = (i: number) => `sk-bench-postgres-uploads-${i}-0123456789`
+/** uploads per round and setup */
+const UPLOADS = 300
 
-const gatewayYaml = (dataDir: string, databaseUrl?: string, replicaId?: string, publicHost?: string) =>
+const gatewayYaml = (upstreamUrl: string, dataDir: string, databaseUrl?: string, replicaId?: string, publicHost?: string) =>
   [
     // behind the proxy, clients name the proxy's address in Host: the public name of the replicas
     `listen: { host: 127.0.0.1, port: 0${publicHost !== undefined ? `, hosts: [${JSON.stringify(publicHost)}]` : ""} }`,
     `dataDir: ${JSON.stringify(dataDir)}`,
     "accessLog: false",
     "providers:",
-    "  mock: { type: mock }",
+    `  up: { type: openai, baseUrl: ${JSON.stringify(`${upstreamUrl}/v1`)}, apiKey: sk-bench-upstream }`,
     "keys:",
     `  - { key: ${KEY}, app: bench }`,
+    ...Array.from({ length: UPLOAD_APPS }, (_, i) => `  - { key: ${uploadKey(i)}, app: uploads-${i} }`),
     ...(databaseUrl !== undefined ? [`database: { url: ${JSON.stringify(databaseUrl)}, poolSize: 10 }`] : []),
     ...(replicaId !== undefined ? [`replicaId: ${replicaId}`] : [])
   ].join("\n") + "\n"
 
-const startGateway = (name: string, databaseUrl?: string, replicaId?: string, publicHost?: string): Promise<Server> => {
+const startGateway = (upstreamUrl: string, name: string, databaseUrl?: string, replicaId?: string, publicHost?: string): Promise<Server> => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gw-bench-pg-"))
   const config = path.join(dir, "gateway.yaml")
-  fs.writeFileSync(config, gatewayYaml(path.join(dir, "data"), databaseUrl, replicaId, publicHost))
+  fs.writeFileSync(config, gatewayYaml(upstreamUrl, path.join(dir, "data"), databaseUrl, replicaId, publicHost))
   return startServer(name, process.execPath, [path.join(repoRoot, "dist/main.js"), "--config", config, "--port", "0"], {
     cwd: dir,
     onStop: () => fs.rmSync(dir, { recursive: true, force: true })
@@ -110,6 +117,8 @@ interface Workload {
   readonly headers: Record<string, string>
   readonly body: string
   readonly connections: number
+  /** a fixed number of requests per round instead of a time, each run with these headers instead */
+  readonly amount?: { readonly requests: number; readonly headers: (run: number) => Record<string, string> }
 }
 
 const fileBody = () => {
@@ -131,17 +140,24 @@ const workloads = (): ReadonlyArray<Workload> => {
       name: "chat completions",
       path: "/v1/chat/completions",
       headers: { ...auth, "content-type": "application/json" },
-      body: JSON.stringify({ model: "mock/echo", messages: [{ role: "user", content: "Say hello in one short sentence, please." }] }),
+      body: JSON.stringify({ model: "up/gpt-bench", messages: [{ role: "user", content: "Say hello in one short sentence, please." }] }),
       connections: 64
     },
     {
       name: "responses store",
       path: "/v1/responses",
       headers: { ...auth, "content-type": "application/json" },
-      body: JSON.stringify({ model: "mock/echo", input: "Say hello in one short sentence, please.", store: true }),
+      body: JSON.stringify({ model: "up/gpt-bench", input: "Say hello in one short sentence, please.", store: true }),
       connections: 64
     },
-    { name: "file upload 64 KiB", path: "/v1/files", headers: { ...auth, "content-type": file.contentType }, body: file.body, connections: 8 }
+    {
+      name: "file upload 64 KiB",
+      path: "/v1/files",
+      headers: { ...auth, "content-type": file.contentType },
+      body: file.body,
+      connections: 8,
+      amount: { requests: UPLOADS, headers: (run) => ({ authorization: `Bearer ${uploadKey(run % UPLOAD_APPS)}`, "content-type": file.contentType }) }
+    }
   ]
 }
 
@@ -175,16 +191,18 @@ export const runPostgresBench = async (options: { readonly seconds: number; read
       }
     })
     log(`postgres: database ${name} on ${dbUrl.host}`)
+    const upstream = await startBenchServer("upstream", "upstream")
+    started.push(upstream)
 
-    const sqlite = await startGateway("sqlite")
+    const sqlite = await startGateway(upstream.url, "sqlite")
     started.push(sqlite)
-    const single = await startGateway("postgres", dbUrl.toString(), "pg-single")
+    const single = await startGateway(upstream.url, "postgres", dbUrl.toString(), "pg-single")
     started.push(single)
     const proxy = await roundRobin()
     started.push({ stop: proxy.close })
     const [r1, r2] = await Promise.all([
-      startGateway("replica 1", dbUrl.toString(), "pg-r1", proxy.host),
-      startGateway("replica 2", dbUrl.toString(), "pg-r2", proxy.host)
+      startGateway(upstream.url, "replica 1", dbUrl.toString(), "pg-r1", proxy.host),
+      startGateway(upstream.url, "replica 2", dbUrl.toString(), "pg-r2", proxy.host)
     ])
     started.push(r1, r2)
     proxy.route([r1.url, r2.url])
@@ -196,23 +214,20 @@ export const runPostgresBench = async (options: { readonly seconds: number; read
     const load = await loader()
     const samples = new Map<string, Array<{ perSecond: number; cpu: number; errors: number }>>()
     for (const workload of workloads()) {
-      // warm-up: every setup once, briefly
-      for (const setup of setups) {
-        await load.load({ url: `${setup.url}${workload.path}`, method: "POST", headers: workload.headers, body: workload.body, connections: workload.connections, seconds: 1 })
+      // warm-up: every setup once, briefly (uploads: a few, to an app of their own)
+      let run = 0
+      const job = (setup: Setup, warm: boolean) => {
+        const base = { url: `${setup.url}${workload.path}`, method: "POST" as const, body: workload.body, connections: workload.connections }
+        if (workload.amount === undefined) return { ...base, headers: workload.headers, seconds: warm ? 1 : options.seconds }
+        return { ...base, headers: workload.amount.headers(run++), amount: warm ? 50 : workload.amount.requests }
       }
+      for (const setup of setups) await load.load(job(setup, true))
       for (let round = 0; round < options.rounds; round++) {
         // alternated rounds: each round starts with the next setup
         for (let k = 0; k < setups.length; k++) {
           const setup = setups[(k + round) % setups.length]
           const before = setup.pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0)
-          const result = await load.load({
-            url: `${setup.url}${workload.path}`,
-            method: "POST",
-            headers: workload.headers,
-            body: workload.body,
-            connections: workload.connections,
-            seconds: options.seconds
-          })
+          const result = await load.load(job(setup, false))
           const cpu = setup.pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - before
           const key = `${setup.name}|${workload.name}`
           const list = samples.get(key) ?? []
