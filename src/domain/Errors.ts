@@ -74,7 +74,10 @@ export const Errors = {
   internal: make("internal", 500),
   upstream: make("upstream", 502),
   unavailable: make("unavailable", 503),
-  timeout: make("timeout", 504)
+  timeout: make("timeout", 504),
+  /** 503 `database_unavailable`: the shared database is not answering (`what` says which part of the gateway waits on it) */
+  databaseUnavailable: (what: string, retryAfter = 1) =>
+    new GatewayError({ kind: "unavailable", status: 503, code: "database_unavailable", message: `${what}: the gateway's database is not answering; retry shortly`, retryAfter })
 } as const
 
 /** The status and kind an upstream failure is answered with. */

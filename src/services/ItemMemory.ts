@@ -222,7 +222,7 @@ const makeShared = ({ maxAnswers, ttlMs }: ItemMemoryLimits): Effect.Effect<Item
           Effect.catchAll(() =>
             Effect.suspend(() => {
               log.error("responses.lookup_failed", { app, reason: "database" })
-              return Effect.fail(Errors.unavailable("database_unavailable", "Item references are unavailable: the gateway's database is not answering; retry shortly", { retryAfter: 1 }))
+              return Effect.fail(Errors.databaseUnavailable("Item references"))
             })
           ),
           Effect.withSpan("ItemMemory.lookup")

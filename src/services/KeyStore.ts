@@ -37,7 +37,7 @@ export const orDatabaseUnavailable = <A, E, R>(self: Effect.Effect<A, E | KeySto
   Effect.catchIf(
     self,
     (e): e is KeyStoreUnavailable => e instanceof KeyStoreUnavailable,
-    () => Effect.fail(Errors.unavailable("database_unavailable", "The gateway's database is not answering; retry shortly", { retryAfter: 1 }))
+    () => Effect.fail(Errors.databaseUnavailable("Runtime keys"))
   )
 
 /** how often a replica reads key changes even without a notice: a lost notice or listen connection still ends a revoked key within 1 s */

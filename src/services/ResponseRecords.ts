@@ -77,7 +77,7 @@ export const answeredAsFailed = (log: Log["Type"], record: StoredRecord) => (cau
 export const storeUnavailable = (log: Log["Type"], event: string, fields: Record<string, unknown>) => (_error: unknown) =>
   Effect.suspend(() => {
     log.error(event, { ...fields, reason: "database" })
-    return Effect.fail(Errors.unavailable("database_unavailable", "Stored responses are unavailable: the gateway's database is not answering; retry shortly", { retryAfter: 1 }))
+    return Effect.fail(Errors.databaseUnavailable("Stored responses"))
   })
 
 /** `Effect.catchSomeDefect` for a failed COMMIT, which @effect/sql turns into a defect: it stays a typed failure. */

@@ -110,7 +110,7 @@ const rowOf = (r: UsageRecord): typeof UsageRow.Type => ({
 })
 
 /** A report or lookup the database could not answer: 503, the caller may retry. */
-const databaseDown = () => Errors.unavailable("database_unavailable", "Usage cannot be read now: the database is not answering; retry shortly", { retryAfter: 5 })
+const databaseDown = () => Errors.databaseUnavailable("Usage", 5)
 const unreadable = () => Errors.internal("usage_unreadable", "The usage table holds rows the gateway could not read")
 const toGatewayError = (error: { readonly _tag: "SqlError" | "ParseError" }): GatewayError => (error._tag === "SqlError" ? databaseDown() : unreadable())
 

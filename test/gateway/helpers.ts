@@ -72,7 +72,9 @@ const LISTED = new Set([
   "admin_key_required", "not_found", "method_not_allowed", "invalid_date", "invalid_range", "range_too_long",
   "invalid_app", "invalid_user", "app_forbidden", "key_not_found", "config_key", "app_has_host_tools",
   "app_has_config_key", "not_ready", "body_read_timeout", "request_body_too_large", "server_busy",
-  "body_budget_insufficient", "timeout"
+  "body_budget_insufficient", "timeout",
+  // added by issue 16 (the shared database not answering)
+  "database_unavailable"
 ])
 
 const PROBLEM_FIELDS = new Set(["type", "title", "status", "detail", "instance", "code", "param", "requestId"])

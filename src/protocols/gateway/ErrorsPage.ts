@@ -30,7 +30,8 @@ export const errorDescriptions: Readonly<Record<string, string>> = {
   request_body_too_large: "The body is over limits.maxBodyBytes or the app's limits.apps.<name>.maxBodyBytes.",
   server_busy: "Too many bodies are being read at once, or the app's share is taken; retry after Retry-After.",
   body_budget_insufficient: "A key for a new app was refused: limits.maxBodyBytesInFlight cannot hold one largest body for every app.",
-  timeout: "The request ran past requestTimeoutMs."
+  timeout: "The request ran past requestTimeoutMs.",
+  database_unavailable: "The shared database (database.url) is not answering: runtime keys, stored responses, files or usage cannot be read or written now; retry after Retry-After."
 }
 
 const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c] ?? c)

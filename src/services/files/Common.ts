@@ -74,7 +74,7 @@ export const tooManyUploads = () =>
 export const uploadBusy = () => Errors.rateLimited("file_saves_busy", "Another chunk of this upload is being written", { retryAfter: 1 })
 
 /** The database did not answer (or answered what cannot be read): 503 in the route's envelope. */
-export const databaseUnavailable = () => Errors.unavailable("database_unavailable", "The file store's database is not answering; retry shortly", { retryAfter: 1 })
+export const databaseUnavailable = () => Errors.databaseUnavailable("Files")
 
 /** A query's failure as the file routes answer it. */
 export const fromDb = <A, E extends SqlError | ParseResult.ParseError | Cause.NoSuchElementException | GatewayError, R>(
