@@ -20,8 +20,19 @@ export const VariantConfig = Schema.Struct({
 })
 export type VariantConfig = typeof VariantConfig.Type
 
+/** USD per million tokens; cache reads and writes default to `input` */
+export const Price = Schema.Struct({
+  input: Schema.NonNegative,
+  output: Schema.NonNegative,
+  cacheRead: optionalExact(Schema.NonNegative),
+  cacheWrite: optionalExact(Schema.NonNegative)
+})
+export type Price = typeof Price.Type
+
 export const ModelConfig = Schema.Struct({
   contextLimit: optionalExact(PositiveInt),
+  /** this model's price (else the provider's) */
+  price: optionalExact(Price),
   variants: optionalExact(Schema.Record({ key: Schema.String, value: VariantConfig })),
   /** sampling params this model refuses (wire names: temperature, top_p, top_k, seed, ...) */
   rejects: optionalExact(Schema.Array(Schema.String))
@@ -42,6 +53,8 @@ export const ProviderConfig = Schema.Struct({
   apiKey: optionalExact(Schema.Redacted(Schema.String)),
   headers: optionalExact(Schema.Record({ key: Schema.String, value: Schema.String })),
   models: optionalExact(Schema.Record({ key: Schema.String, value: ModelConfig })),
+  /** the default price of this provider's models */
+  price: optionalExact(Price),
   /** sampling params no model of this provider takes */
   rejects: optionalExact(Schema.Array(Schema.String)),
   /** client Messages beta flags forwarded to a native (`anthropic`) upstream; replaces the default allow-list */

@@ -55,6 +55,10 @@ export interface ModelCallOutcome {
   readonly tokens: { readonly input: number; readonly output: number; readonly cacheRead: number; readonly cacheWrite: number; readonly reasoning: number }
   readonly latencyMs: number
   readonly ttftMs?: number
+  /** the app that called; labels the cost counter */
+  readonly app?: string
+  /** USD, null when the model has no price */
+  readonly costUsd?: number | null
 }
 
 export interface Gauges {
@@ -71,6 +75,7 @@ const makeMetrics = () => {
   const modelSeconds = new Family(newHistogram)
   const ttftSeconds = new Family(newHistogram)
   const upstreamErrors = new Family(() => 0)
+  const cost = new Family(() => 0)
   // per provider, calls and failures in one-second buckets over the window: constant work per call
   const buckets = RECENT_MS / 1000
   const recent = new Map<string, { readonly second: Array<number>; readonly calls: Array<number>; readonly failures: Array<number> }>()
@@ -108,6 +113,7 @@ const makeMetrics = () => {
       const failed = o.status !== "ok" && o.status !== "cancelled"
       if (failed && o.provider !== "") upstreamErrors.at({ provider: o.provider, kind: o.status }).value++
       if (o.provider !== "") remember(o.provider, failed)
+      if (o.costUsd !== undefined && o.costUsd !== null && o.costUsd > 0 && o.app !== undefined) cost.at({ app: o.app, model: o.model }).value += o.costUsd
     },
     /** recent calls and failures per provider (last five minutes) */
     recentProviders: () => {
@@ -153,6 +159,7 @@ const makeMetrics = () => {
       histogram("gateway_model_call_duration_seconds", "Duration of model calls, by model.", modelSeconds)
       histogram("gateway_time_to_first_token_seconds", "Time to the first model event of streamed calls, by model.", ttftSeconds)
       counter("gateway_upstream_errors_total", "Failed model calls, by provider and error kind.", upstreamErrors)
+      counter("gateway_cost_usd_total", "What model calls cost in USD (priced models only), by app and model.", cost)
       counter(
         "gateway_usage_records_dropped_total",
         "Usage records not written, by reason: buffer_full (the database was not answering and the buffer was full) or refused (the database would not store the record).",

@@ -8,6 +8,7 @@ import { tracingEnabled } from "../Telemetry.js"
 import { Catalog, type AppSettings, type ResolveOptions } from "./Catalog.js"
 import { Limits } from "./Limits.js"
 import { Metrics } from "./Metrics.js"
+import { costOf, priceOf } from "../domain/Cost.js"
 import { ProviderClient, type ProviderTarget } from "./ProviderClient.js"
 import { UsageLog, type Caller } from "./Usage.js"
 
@@ -148,6 +149,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         if (caller === undefined) return
         const usage = call.usage ?? emptyUsage
         const latencyMs = Math.round((performance.now() - call.t0) * 100) / 100
+        const costUsd = costOf(priceOf(config.providers, target), usage)
         metrics.modelCall({
           family: caller.protocol,
           route: caller.route,
@@ -157,6 +159,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           status,
           tokens: { input: usage.inputTokens, output: usage.outputTokens, cacheRead: usage.cacheReadTokens, cacheWrite: usage.cacheWriteTokens, reasoning: usage.reasoningTokens },
           latencyMs,
+          app: options.app.name,
+          costUsd,
           ...(call.ttftMs !== undefined ? { ttftMs: call.ttftMs } : {})
         })
         if (!usageLog.enabled) return
@@ -172,6 +176,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           ...(call.sessionId !== undefined ? { sessionId: call.sessionId } : {}),
           status,
           usage,
+          costUsd,
           latencyMs,
           ...(call.ttftMs !== undefined ? { ttftMs: call.ttftMs } : {})
         })

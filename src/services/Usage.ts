@@ -38,6 +38,8 @@ export interface UsageRecord {
   /** `ok`, or the error code the call failed with */
   readonly status: string
   readonly usage: TokenUsage
+  /** USD from the answering model's price; null when it has none (unknown, never 0) */
+  readonly costUsd?: number | null
   readonly latencyMs: number
   readonly ttftMs?: number
 }
@@ -80,7 +82,8 @@ const UsageRow = Schema.Struct({
   cache_write_tokens: Schema.Number,
   reasoning_tokens: Schema.Number,
   latency_ms: Schema.Number,
-  ttft_ms: Schema.NullOr(Schema.Number)
+  ttft_ms: Schema.NullOr(Schema.Number),
+  cost_usd: Schema.NullOr(Schema.Number)
 })
 
 /** PostgreSQL text cannot hold NUL (a model name from a request body may): stored without it on both backends. */
@@ -106,7 +109,8 @@ const rowOf = (r: UsageRecord): typeof UsageRow.Type => ({
   cache_write_tokens: r.usage.cacheWriteTokens,
   reasoning_tokens: r.usage.reasoningTokens,
   latency_ms: r.latencyMs,
-  ttft_ms: r.ttftMs ?? null
+  ttft_ms: r.ttftMs ?? null,
+  cost_usd: r.costUsd ?? null
 })
 
 /** A report or lookup the database could not answer: 503, the caller may retry. */

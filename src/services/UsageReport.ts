@@ -27,6 +27,10 @@ export interface Totals {
   readonly cacheReadTokens: number
   readonly cacheWriteTokens: number
   readonly reasoningTokens: number
+  /** USD over the priced calls (to 6 decimals) */
+  readonly costUsd: number
+  /** calls whose model has no price: their cost is unknown and not in `costUsd` */
+  readonly unpricedCalls: number
 }
 
 /**
@@ -56,7 +60,7 @@ export interface UsageReport {
   readonly topUsers: ReadonlyArray<Totals & { readonly user: string }>
 }
 
-export const zeroTotals: Totals = { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }
+export const zeroTotals: Totals = { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0, costUsd: 0, unpricedCalls: 0 }
 export const noPercentiles: Percentiles = { p50: null, p90: null, p99: null }
 
 const TOP_USERS = 20
@@ -73,6 +77,8 @@ const GroupColumns = {
   cache_read_tokens: Schema.Number,
   cache_write_tokens: Schema.Number,
   reasoning_tokens: Schema.Number,
+  cost_usd: Schema.NullOr(Schema.Number),
+  unpriced_calls: Schema.Number,
   first_time: Schema.Number,
   first_id: Schema.Number
 }
@@ -88,6 +94,9 @@ const Value = Schema.NullOr(Schema.Number)
 const OverallPercentilesRow = Schema.Struct({ l50: Value, l90: Value, l99: Value, t50: Value, t90: Value, t99: Value })
 const DayModelPercentilesRow = Schema.Struct({ day: Schema.String, model: Schema.String, p50: Value, p90: Value, p99: Value })
 
+/** USD to the micro-dollar */
+const round6 = (value: number) => Math.round(value * 1e6) / 1e6
+
 const totalsOf = (g: Group): Totals => ({
   requests: g.requests,
   errors: g.errors,
@@ -95,7 +104,9 @@ const totalsOf = (g: Group): Totals => ({
   outputTokens: g.output_tokens,
   cacheReadTokens: g.cache_read_tokens,
   cacheWriteTokens: g.cache_write_tokens,
-  reasoningTokens: g.reasoning_tokens
+  reasoningTokens: g.reasoning_tokens,
+  costUsd: round6(g.cost_usd ?? 0),
+  unpricedCalls: g.unpriced_calls
 })
 
 const add = (a: Totals, b: Totals): Totals => ({
@@ -105,7 +116,9 @@ const add = (a: Totals, b: Totals): Totals => ({
   outputTokens: a.outputTokens + b.outputTokens,
   cacheReadTokens: a.cacheReadTokens + b.cacheReadTokens,
   cacheWriteTokens: a.cacheWriteTokens + b.cacheWriteTokens,
-  reasoningTokens: a.reasoningTokens + b.reasoningTokens
+  reasoningTokens: a.reasoningTokens + b.reasoningTokens,
+  costUsd: round6(a.costUsd + b.costUsd),
+  unpricedCalls: a.unpricedCalls + b.unpricedCalls
 })
 
 const groupBy = <A>(rows: ReadonlyArray<A>, key: (row: A) => string): Map<string, Array<A>> => {
@@ -132,7 +145,8 @@ export const makeReport = Effect.gen(function* () {
     sql`WHERE day >= ${f.from} AND day <= ${f.to}${f.app !== undefined ? sql` AND app = ${f.app}` : sql``}${f.user !== undefined ? sql` AND "user" = ${f.user}` : sql``}`
   const sums = sql`COUNT(*) AS requests, SUM(CASE WHEN status <> 'ok' THEN 1 ELSE 0 END) AS errors,
     SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(cache_read_tokens) AS cache_read_tokens,
-    SUM(cache_write_tokens) AS cache_write_tokens, SUM(reasoning_tokens) AS reasoning_tokens, MIN(time) AS first_time, MIN(id) AS first_id`
+    SUM(cache_write_tokens) AS cache_write_tokens, SUM(reasoning_tokens) AS reasoning_tokens,
+    SUM(cost_usd) AS cost_usd, SUM(CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END) AS unpriced_calls, MIN(time) AS first_time, MIN(id) AS first_id`
   // a failed call is counted on the model it asked for
   const model = sql`COALESCE(model, requested_model)`
   // floor division, whatever the sign

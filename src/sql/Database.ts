@@ -21,6 +21,7 @@ import heldItems from "./migrations/0010_held_items.js"
 import fileChunks from "./migrations/0011_file_chunks.js"
 import uploads from "./migrations/0012_uploads.js"
 import usageIndexes from "./migrations/0013_usage_indexes.js"
+import usageCost from "./migrations/0014_usage_cost.js"
 import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { WalSync } from "./WalSync.js"
@@ -42,7 +43,8 @@ const migrations = Migrator.fromRecord({
   "0010_held_items": heldItems,
   "0011_file_chunks": fileChunks,
   "0012_uploads": uploads,
-  "0013_usage_indexes": usageIndexes
+  "0013_usage_indexes": usageIndexes,
+  "0014_usage_cost": usageCost
 })
 
 /** Which backend holds the gateway's state. */

@@ -359,6 +359,14 @@ describe("decodeConfig: problems", () => {
     expect([...problems, ...scheme].join("\n")).not.toContain("hunter2")
   })
 
+  it("prices: per provider and per model, USD per million tokens, never negative", () => {
+    const config = ok(decodeConfig({ providers: { p: { type: "mock", price: { input: 1.25, output: 10 }, models: { m: { price: { input: 0.25, output: 2, cacheRead: 0.025, cacheWrite: 0.3125 } } } } } }, {}))
+    expect(config.providers.p.price).toEqual({ input: 1.25, output: 10 })
+    expect(config.providers.p.models?.m.price).toEqual({ input: 0.25, output: 2, cacheRead: 0.025, cacheWrite: 0.3125 })
+    const problems = problemsOf(decodeConfig({ providers: { p: { type: "mock", price: { input: -1 }, models: { m: { price: { input: 1, output: 1, cacheRead: -0.5 } } } } } }, {}))
+    expectExactlyPaths(problems, ["providers.p.price.input", "providers.p.price.output", "providers.p.models.m.price.cacheRead"])
+  })
+
   it("problems never contain a resolved secret", () => {
     const env = { ADMIN: "tiny", OPENAI_KEY: "sk-never-print-me-0123456789", TEAM: "team-secret-0123456789" }
     const problems = problemsOf(

@@ -9,7 +9,10 @@ import { dayOf, type Percentiles, type Totals, type UsageFilter, type UsageRecor
 
 type MutableTotals = { -readonly [K in keyof Totals]: number }
 
-const zero = (): MutableTotals => ({ requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 })
+const zero = (): MutableTotals => ({ requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0, costUsd: 0, unpricedCalls: 0 })
+
+/** cost totals to the micro-dollar, as reported */
+const shown = (t: MutableTotals): MutableTotals => ({ ...t, costUsd: Math.round(t.costUsd * 1e6) / 1e6 })
 
 const percentiles = (values: Array<number>): Percentiles => {
   if (values.length === 0) return { p50: null, p90: null, p99: null }
@@ -45,6 +48,8 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
     t.cacheReadTokens += r.usage.cacheReadTokens
     t.cacheWriteTokens += r.usage.cacheWriteTokens
     t.reasoningTokens += r.usage.reasoningTokens
+    if (r.costUsd === undefined || r.costUsd === null) t.unpricedCalls++
+    else t.costUsd += r.costUsd
   }
   for (const r of rows) {
     const day = dayOf(r.time)
@@ -63,17 +68,17 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
     to: filter.to,
     app: filter.app ?? null,
     user: filter.user ?? null,
-    totals: { ...totals, latencyMs: percentiles(latencies), ttftMs: percentiles(ttfts) },
+    totals: { ...shown(totals), latencyMs: percentiles(latencies), ttftMs: percentiles(ttfts) },
     days: [...days].map(([day, byModel]) => ({
       day,
-      models: [...byModel].map(([model, e]) => ({ model, ...e.totals, latencyMs: percentiles(e.latencies) })),
-      apps: [...(dayApps.get(day) ?? new Map<string, MutableTotals>())].map(([app, t]) => ({ app, ...t }))
+      models: [...byModel].map(([model, e]) => ({ model, ...shown(e.totals), latencyMs: percentiles(e.latencies) })),
+      apps: [...(dayApps.get(day) ?? new Map<string, MutableTotals>())].map(([app, t]) => ({ app, ...shown(t) }))
     })),
-    ...(hourly !== undefined ? { hours: [...hourly].sort((a, b) => a[0].localeCompare(b[0])).map(([hour, t]) => ({ hour, ...t })) } : {}),
+    ...(hourly !== undefined ? { hours: [...hourly].sort((a, b) => a[0].localeCompare(b[0])).map(([hour, t]) => ({ hour, ...shown(t) })) } : {}),
     topUsers: [...users]
       .sort((a, b) => b[1].requests - a[1].requests)
       .slice(0, 20)
-      .map(([user, t]) => ({ user, ...t }))
+      .map(([user, t]) => ({ user, ...shown(t) }))
   }
 }
 
@@ -110,6 +115,8 @@ export const sampleRecords = (): ReadonlyArray<UsageRecord> => {
       requestedModel,
       ...(failed && next() < 0.5 ? {} : { model: requestedModel === "alias/fast" ? "p/m1" : requestedModel, provider: "p" }),
       status: failed ? pick(["upstream_error", "timeout"]) : "ok",
+      // p/m1 and p/m2 have prices (whole micro-dollars); p/m3 and calls that never reached a model have none
+      costUsd: requestedModel === "p/m1" || requestedModel === "p/m2" || requestedModel === "alias/fast" ? Math.floor(next() * 50_000) / 1e6 : null,
       usage: {
         inputTokens: Math.floor(next() * 5000),
         outputTokens: Math.floor(next() * 800),
