@@ -53,6 +53,8 @@ export interface UsageReport {
     readonly day: string
     readonly models: ReadonlyArray<Totals & { readonly model: string; readonly latencyMs: Percentiles }>
     readonly apps: ReadonlyArray<Totals & { readonly app: string }>
+    /** per key id (never the key), in the order each first occurs */
+    readonly keys: ReadonlyArray<Totals & { readonly keyId: string }>
   }>
   /** hourly totals (UTC, `YYYY-MM-DDTHH`) when the range is at most 7 days, for charts over time */
   readonly hours?: ReadonlyArray<Totals & { readonly hour: string }>
@@ -86,6 +88,7 @@ type Group = Schema.Struct.Type<typeof GroupColumns>
 
 const DayModelRow = Schema.Struct({ day: Schema.String, model: Schema.String, ...GroupColumns })
 const DayAppRow = Schema.Struct({ day: Schema.String, app: Schema.String, ...GroupColumns })
+const DayKeyRow = Schema.Struct({ day: Schema.String, key_id: Schema.String, ...GroupColumns })
 /** hours since the epoch */
 const HourRow = Schema.Struct({ hour: Schema.Number, ...GroupColumns })
 const UserRow = Schema.Struct({ name: Schema.String, ...GroupColumns })
@@ -161,6 +164,11 @@ export const makeReport = Effect.gen(function* () {
     Request: Filter,
     Result: DayAppRow,
     execute: (f) => sql`SELECT day, app, ${sums} FROM usage ${where(f)} GROUP BY day, app`
+  })
+  const dayKeys = SqlSchema.findAll({
+    Request: Filter,
+    Result: DayKeyRow,
+    execute: (f) => sql`SELECT day, key_id, ${sums} FROM usage ${where(f)} GROUP BY day, key_id`
   })
   const hours = SqlSchema.findAll({
     Request: Filter,
@@ -240,6 +248,7 @@ export const makeReport = Effect.gen(function* () {
         const hourly = (Date.parse(filter.to) - Date.parse(filter.from)) / 86_400_000 < 7
         const models = yield* dayModels(filter)
         const apps = yield* dayApps(filter)
+        const keys = yield* dayKeys(filter)
         const modelPercentiles = new Map((yield* dayModelPercentiles(filter)).map((p) => [`${p.day}\u0000${p.model}`, percentilesOf(p.p50, p.p90, p.p99)]))
         const [overall] = yield* overallPercentiles(filter)
         const hourRows = hourly ? yield* hours(filter) : []
@@ -247,6 +256,7 @@ export const makeReport = Effect.gen(function* () {
 
         const modelsOf = groupBy(models, (m) => m.day)
         const appsOf = groupBy(apps, (a) => a.day)
+        const keysOf = groupBy(keys, (k) => k.day)
         const totals = models.reduce((sum, m) => add(sum, totalsOf(m)), zeroTotals)
         return {
           from: filter.from,
@@ -263,7 +273,8 @@ export const makeReport = Effect.gen(function* () {
             models: (modelsOf.get(day) ?? [])
               .sort(byFirst)
               .map((m) => ({ model: m.model, ...totalsOf(m), latencyMs: modelPercentiles.get(`${day}\u0000${m.model}`) ?? noPercentiles })),
-            apps: (appsOf.get(day) ?? []).sort(byFirst).map((a) => ({ app: a.app, ...totalsOf(a) }))
+            apps: (appsOf.get(day) ?? []).sort(byFirst).map((a) => ({ app: a.app, ...totalsOf(a) })),
+            keys: (keysOf.get(day) ?? []).sort(byFirst).map((k) => ({ keyId: k.key_id, ...totalsOf(k) }))
           })),
           ...(hourly
             ? { hours: [...hourRows].sort((a, b) => a.hour - b.hour).map((h) => ({ hour: new Date(h.hour * HOUR_MS).toISOString().slice(0, 13), ...totalsOf(h) })) }

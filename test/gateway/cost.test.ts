@@ -3,6 +3,7 @@
  * (the model's price, else its provider's); a model with no price has an unknown cost, counted in
  * `unpricedCalls` beside every cost total; `/gateway/metrics` has a cost counter by app and model.
  */
+import { createHash } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 
@@ -45,7 +46,9 @@ describe("cost of model calls", () => {
     const round6 = (n: number) => Math.round(n * 1e6) / 1e6
 
     type Totals = { requests: number; costUsd: number; unpricedCalls: number }
-    let report: { totals: Totals; days: Array<{ models: Array<Totals & { model: string }>; apps: Array<Totals & { app: string }> }> } | undefined
+    let report:
+      | { totals: Totals; days: Array<{ models: Array<Totals & { model: string }>; apps: Array<Totals & { app: string }>; keys: Array<Totals & { keyId: string }> }> }
+      | undefined
     for (let i = 0; i < 50; i++) {
       const r = await fetch(`${gw.url}/gateway/usage?app=team`, { headers: { authorization: `Bearer ${ADMIN}` } })
       report = (await r.json()) as typeof report
@@ -60,6 +63,10 @@ describe("cost of model calls", () => {
     expect(models["mock/plain"]).toMatchObject({ costUsd: round6(expectedPlain), unpricedCalls: 0 })
     expect(models["free/anything"]).toMatchObject({ costUsd: 0, unpricedCalls: 1 })
     expect(report!.days[0].apps[0]).toMatchObject({ app: "team", costUsd: round6(expectedSpecial + expectedPlain), unpricedCalls: 1 })
+    // per key: the key's id (never the key)
+    const keyId = `key_${createHash("sha256").update(KEY).digest("hex").slice(0, 16)}`
+    expect(report!.days[0].keys).toEqual([expect.objectContaining({ keyId, requests: 3, costUsd: round6(expectedSpecial + expectedPlain), unpricedCalls: 1 })])
+    expect(JSON.stringify(report)).not.toContain(KEY)
 
     const metrics = await (await fetch(`${gw.url}/gateway/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })).text()
     const line = (model: string) => metrics.split("\n").find((l) => l.startsWith("gateway_cost_usd_total{") && l.includes(`model="${model}"`))

@@ -38,6 +38,7 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
   const ttfts: Array<number> = []
   const days = new Map<string, Map<string, { totals: MutableTotals; latencies: Array<number> }>>()
   const dayApps = new Map<string, Map<string, MutableTotals>>()
+  const dayKeys = new Map<string, Map<string, MutableTotals>>()
   const users = new Map<string, MutableTotals>()
   const hourly = (Date.parse(filter.to) - Date.parse(filter.from)) / 86_400_000 < 7 ? new Map<string, MutableTotals>() : undefined
   const add = (t: MutableTotals, r: UsageRecord) => {
@@ -60,6 +61,7 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
     add(model.totals, r)
     model.latencies.push(r.latencyMs)
     add(entry(entry(dayApps, day, () => new Map()), r.app, zero), r)
+    add(entry(entry(dayKeys, day, () => new Map()), r.keyId, zero), r)
     if (hourly !== undefined) add(entry(hourly, new Date(r.time).toISOString().slice(0, 13), zero), r)
     if (r.user !== undefined) add(entry(users, r.user, zero), r)
   }
@@ -72,7 +74,8 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
     days: [...days].map(([day, byModel]) => ({
       day,
       models: [...byModel].map(([model, e]) => ({ model, ...shown(e.totals), latencyMs: percentiles(e.latencies) })),
-      apps: [...(dayApps.get(day) ?? new Map<string, MutableTotals>())].map(([app, t]) => ({ app, ...shown(t) }))
+      apps: [...(dayApps.get(day) ?? new Map<string, MutableTotals>())].map(([app, t]) => ({ app, ...shown(t) })),
+      keys: [...(dayKeys.get(day) ?? new Map<string, MutableTotals>())].map(([keyId, t]) => ({ keyId, ...shown(t) }))
     })),
     ...(hourly !== undefined ? { hours: [...hourly].sort((a, b) => a[0].localeCompare(b[0])).map(([hour, t]) => ({ hour, ...shown(t) })) } : {}),
     topUsers: [...users]
