@@ -119,7 +119,7 @@ export const anchoredCodes: ReadonlySet<string> = new Set([
   "admin_key_required", "not_found", "method_not_allowed", "invalid_date", "invalid_range", "range_too_long",
   "invalid_app", "invalid_user", "app_forbidden", "key_not_found", "config_key", "app_has_host_tools",
   "app_has_config_key", "not_ready", "body_read_timeout", "request_body_too_large", "server_busy",
-  "body_budget_insufficient", "timeout", "database_unavailable"
+  "body_budget_insufficient", "timeout", "database_unavailable", "invalid_expires_at"
 ])
 
 export const renderProblem = (e: GatewayError, instance: string, requestId: string): RenderedError => {

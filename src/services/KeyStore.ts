@@ -17,6 +17,8 @@ export interface Principal {
 interface StoredKey {
   readonly digest: Buffer
   readonly principal: Principal
+  /** epoch ms past which the key is refused (runtime keys with `expiresAt`) */
+  readonly expiresAt?: number
 }
 
 const digest = (key: string): Buffer => createHash("sha256").update(key, "utf8").digest()
@@ -98,7 +100,8 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
     readonly isConfigKey: (keyId: string) => boolean
     /** live runtime keys, as stored */
     readonly listRuntime: Effect.Effect<ReadonlyArray<RuntimeKeyInfo>, KeyStoreUnavailable>
-    readonly createRuntime: (app: string) => Effect.Effect<CreatedKey, KeyStoreUnavailable>
+    /** a new key of `app`, refused from `expiresAt` (epoch ms) on when given */
+    readonly createRuntime: (app: string, options?: { readonly expiresAt?: number }) => Effect.Effect<CreatedKey, KeyStoreUnavailable>
     /** false when no live runtime key has that id */
     readonly revokeRuntime: (id: string) => Effect.Effect<boolean, KeyStoreUnavailable>
     /** called with the key id of every revoked key, on every replica (uploads started with it are dropped) */
@@ -135,8 +138,9 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
       const learn = (row: KeyRow) => {
         if (row.revoked_at === null) {
           if (gone.has(row.id) || runtime.has(row.id)) return
-          runtime.set(row.id, { info: { id: row.id, app: row.app, createdAt: row.created_at }, digest: row.digest })
-          byDigest.set(row.digest, { digest: Buffer.from(row.digest, "hex"), principal: { app: row.app, keyId: row.id, source: "runtime" } })
+          const expiry = row.expires_at !== null ? { expiresAt: row.expires_at } : {}
+          runtime.set(row.id, { info: { id: row.id, app: row.app, createdAt: row.created_at, ...expiry }, digest: row.digest })
+          byDigest.set(row.digest, { digest: Buffer.from(row.digest, "hex"), principal: { app: row.app, keyId: row.id, source: "runtime" }, ...expiry })
           return
         }
         formerApps.add(row.app)
@@ -165,7 +169,9 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
       const authenticate = (key: string): Option.Option<Principal> => {
         const d = digest(key)
         const found = byDigest.get(d.toString("hex"))
-        return found !== undefined && timingSafeEqual(found.digest, d) ? Option.some(found.principal) : Option.none()
+        if (found === undefined || !timingSafeEqual(found.digest, d)) return Option.none()
+        // expiry is a time every replica holds with the key: refused everywhere at once
+        return found.expiresAt !== undefined && found.expiresAt <= Date.now() ? Option.none() : Option.some(found.principal)
       }
       const fromMemory = (keys: ReadonlyArray<string>): Option.Option<Principal> => {
         for (const key of keys) {
@@ -206,17 +212,21 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
         configApps,
         apps,
         knownApps: () => [...new Set([...apps(), ...formerApps])],
-        isLive: (keyId) => configIds.has(keyId) || runtime.has(keyId) || keyId === "none",
+        isLive: (keyId) => {
+          if (configIds.has(keyId) || keyId === "none") return true
+          const expiresAt = runtime.get(keyId)?.info.expiresAt
+          return runtime.has(keyId) && (expiresAt === undefined || expiresAt > Date.now())
+        },
         isConfigKey: (keyId) => configIds.has(keyId),
         listRuntime: persistence === undefined ? Effect.sync(() => [...runtime.values()].map((r) => r.info)) : persistence.listLive,
-        createRuntime: (app) =>
+        createRuntime: (app, options = {}) =>
           Effect.gen(function* () {
             const secret = `sk-gw-${randomBytes(24).toString("hex")}`
             const d = digest(secret)
-            const key = { id: keyIdOf(d), app, digest: d.toString("hex"), created_at: Date.now() }
+            const key = { id: keyIdOf(d), app, digest: d.toString("hex"), created_at: Date.now(), expires_at: options.expiresAt ?? null }
             const row = persistence === undefined ? { ...key, revoked_at: null, version: 0 } : yield* persistence.insert(key)
             learn(row)
-            return { id: row.id, app, createdAt: row.created_at, key: secret }
+            return { id: row.id, app, createdAt: row.created_at, ...(row.expires_at !== null ? { expiresAt: row.expires_at } : {}), key: secret }
           }),
         revokeRuntime: (id) =>
           Effect.gen(function* () {
@@ -224,7 +234,7 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
             if (persistence === undefined) {
               const found = runtime.get(id)
               if (found === undefined) return false
-              learn({ id, app: found.info.app, digest: found.digest, created_at: found.info.createdAt, revoked_at: at, version: 0 })
+              learn({ id, app: found.info.app, digest: found.digest, created_at: found.info.createdAt, revoked_at: at, expires_at: found.info.expiresAt ?? null, version: 0 })
               return true
             }
             // stored first: a revocation the database did not take is not made here either (503, the key stays live everywhere)

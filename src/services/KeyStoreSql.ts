@@ -18,6 +18,8 @@ export interface RuntimeKeyInfo {
   readonly app: string
   /** epoch ms */
   readonly createdAt: number
+  /** epoch ms past which the key is refused; absent: never */
+  readonly expiresAt?: number
 }
 
 /** The runtime keys could not be read or written (database lost): the admin routes answer 503. */
@@ -33,6 +35,8 @@ export const KeyRow = Schema.Struct({
   created_at: Schema.Number,
   /** epoch ms; null while the key is live */
   revoked_at: Schema.NullOr(Schema.Number),
+  /** epoch ms past which the key is refused (migration 0015); null: never */
+  expires_at: Schema.NullOr(Schema.Number),
   /** number of the last change to the row (migration 0009): replicas read changes in this order */
   version: Schema.Number
 })
@@ -45,7 +49,7 @@ export interface RuntimeKeyPersistence {
   /** the keys changed after change number `after`, in change order */
   readonly changedSince: (after: number) => Effect.Effect<ReadonlyArray<KeyRow>, KeyStoreUnavailable>
   /** stores a new key: its row as stored */
-  readonly insert: (key: { readonly id: string; readonly app: string; readonly digest: string; readonly created_at: number }) => Effect.Effect<KeyRow, KeyStoreUnavailable>
+  readonly insert: (key: { readonly id: string; readonly app: string; readonly digest: string; readonly created_at: number; readonly expires_at: number | null }) => Effect.Effect<KeyRow, KeyStoreUnavailable>
   /** revokes a live key: its row as revoked; none when no live key has that id */
   readonly revoke: (id: string, at: number) => Effect.Effect<Option.Option<KeyRow>, KeyStoreUnavailable>
   /** live runtime keys in creation order */
@@ -82,17 +86,17 @@ export const sqlPersistence = Effect.gen(function* () {
   const all = SqlSchema.findAll({
     Request: Schema.Void,
     Result: KeyRow,
-    execute: () => sql`SELECT id, app, digest, created_at, revoked_at, version FROM runtime_keys ORDER BY version, created_at, id`
+    execute: () => sql`SELECT id, app, digest, created_at, revoked_at, expires_at, version FROM runtime_keys ORDER BY version, created_at, id`
   })
   const since = SqlSchema.findAll({
     Request: Schema.Number,
     Result: KeyRow,
-    execute: (after) => sql`SELECT id, app, digest, created_at, revoked_at, version FROM runtime_keys WHERE version > ${after} ORDER BY version`
+    execute: (after) => sql`SELECT id, app, digest, created_at, revoked_at, expires_at, version FROM runtime_keys WHERE version > ${after} ORDER BY version`
   })
   const live = SqlSchema.findAll({
     Request: Schema.Void,
-    Result: Schema.Struct({ id: Schema.String, app: Schema.String, created_at: Schema.Number }),
-    execute: () => sql`SELECT id, app, created_at FROM runtime_keys WHERE revoked_at IS NULL ORDER BY version, created_at, id`
+    Result: Schema.Struct({ id: Schema.String, app: Schema.String, created_at: Schema.Number, expires_at: Schema.NullOr(Schema.Number) }),
+    execute: () => sql`SELECT id, app, created_at, expires_at FROM runtime_keys WHERE revoked_at IS NULL ORDER BY version, created_at, id`
   })
   // the counter row stays locked until the change commits: changes commit in number order
   const nextVersion = SqlSchema.single({
@@ -105,7 +109,7 @@ export const sqlPersistence = Effect.gen(function* () {
     Request: Schema.Struct({ id: Schema.String, at: Schema.Number, version: Schema.Number }),
     Result: KeyRow,
     execute: ({ at, id, version }) =>
-      sql`UPDATE runtime_keys SET revoked_at = ${at}, version = ${version} WHERE id = ${id} AND revoked_at IS NULL RETURNING id, app, digest, created_at, revoked_at, version`
+      sql`UPDATE runtime_keys SET revoked_at = ${at}, version = ${version} WHERE id = ${id} AND revoked_at IS NULL RETURNING id, app, digest, created_at, revoked_at, expires_at, version`
   })
   // inside the transaction: delivered when (and only if) the change commits
   const notify = SqlSchema.void({ Request: Schema.Number, execute: (version) => sql`SELECT pg_notify(${CHANNEL}, ${String(version)})` })
@@ -135,7 +139,9 @@ export const sqlPersistence = Effect.gen(function* () {
           return row
         })
       ),
-    listLive: unavailable(Effect.map(live(undefined), (rows) => rows.map((r) => ({ id: r.id, app: r.app, createdAt: r.created_at })))),
+    listLive: unavailable(
+      Effect.map(live(undefined), (rows) => rows.map((r) => ({ id: r.id, app: r.app, createdAt: r.created_at, ...(r.expires_at !== null ? { expiresAt: r.expires_at } : {}) })))
+    ),
     shared: backend.kind === "postgres",
     notices: Option.map(pg, (client) => client.listen(CHANNEL))
   } satisfies RuntimeKeyPersistence

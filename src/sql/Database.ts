@@ -22,6 +22,7 @@ import fileChunks from "./migrations/0011_file_chunks.js"
 import uploads from "./migrations/0012_uploads.js"
 import usageIndexes from "./migrations/0013_usage_indexes.js"
 import usageCost from "./migrations/0014_usage_cost.js"
+import keysExpiry from "./migrations/0015_keys_expiry.js"
 import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { WalSync } from "./WalSync.js"
@@ -44,7 +45,8 @@ const migrations = Migrator.fromRecord({
   "0011_file_chunks": fileChunks,
   "0012_uploads": uploads,
   "0013_usage_indexes": usageIndexes,
-  "0014_usage_cost": usageCost
+  "0014_usage_cost": usageCost,
+  "0015_keys_expiry": keysExpiry
 })
 
 /** Which backend holds the gateway's state. */

@@ -9,7 +9,8 @@ import { makeOwnAuth } from "./Usage.js"
 
 /**
  * Runtime keys on `/gateway/admin/keys` (spec 2.5, 4.5, 5.5): list, create, revoke by key id; the
- * admin key only. The secret is in the creation answer once and stored only as a digest. The
+ * admin key only. A key made with `expiresAt` (RFC 3339) is refused as `invalid_api_key` from then
+ * on, on every replica at once (each holds the time with the key); it is listed with `expires_at`. The secret is in the creation answer once and stored only as a digest. The
  * database lost: each answers 503 `database_unavailable` (the keys already known keep working).
  */
 
@@ -19,7 +20,10 @@ const APP = /^[a-z0-9-]{1,64}$/
 const conflict = (code: string, message: string, param?: string) =>
   new GatewayError({ kind: "invalid_request", status: 409, code, message, ...(param !== undefined ? { param } : {}) })
 
-const CreateBody = Schema.Struct({ app: Schema.String })
+const CreateBody = Schema.Struct({ app: Schema.String, expiresAt: Schema.optional(Schema.NullOr(Schema.String)) })
+
+/** RFC 3339 with a time zone (`2026-12-31T23:59:59Z`, `...+02:00`) */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
 const decodeCreate = decodeBody(CreateBody)
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -39,7 +43,7 @@ export const adminRoutes = Effect.gen(function* () {
     Effect.gen(function* () {
       yield* adminOnly(ctx)
       const live = yield* orDatabaseUnavailable(keys.listRuntime)
-      return Reply.json({ data: live.map((k) => ({ id: k.id, app: k.app, created_at: iso(k.createdAt) })) })
+      return Reply.json({ data: live.map((k) => ({ id: k.id, app: k.app, created_at: iso(k.createdAt), ...(k.expiresAt !== undefined ? { expires_at: iso(k.expiresAt) } : {}) })) })
     })
 
   const create = (ctx: RequestContext) =>
@@ -53,6 +57,14 @@ export const adminRoutes = Effect.gen(function* () {
         return yield* Errors.invalidRequest("invalid_app", "app: a runtime key's app is 1 to 64 lowercase letters, digits or -, and not default", { param: "app" })
       }
       if (keys.configApps.has(app)) return yield* conflict("app_has_config_key", `app: ${app} has a key in the config; give it config keys only`, "app")
+      let expiresAt: number | undefined
+      if (body.expiresAt !== undefined && body.expiresAt !== null) {
+        expiresAt = RFC3339.test(body.expiresAt) ? Date.parse(body.expiresAt) : Number.NaN
+        if (!Number.isFinite(expiresAt)) {
+          return yield* Errors.invalidRequest("invalid_expires_at", "expiresAt: an RFC 3339 time with a time zone, such as 2026-12-31T23:59:59Z", { param: "expiresAt" })
+        }
+        if (expiresAt <= Date.now()) return yield* Errors.invalidRequest("invalid_expires_at", "expiresAt: the time has passed; a key must expire in the future", { param: "expiresAt" })
+      }
       // host tools are not built: no app runs them, so `app_has_host_tools` cannot occur yet
       const known = keys.apps().includes(app)
       if (!known) {
@@ -66,8 +78,11 @@ export const adminRoutes = Effect.gen(function* () {
           )
         }
       }
-      const created = yield* orDatabaseUnavailable(keys.createRuntime(app))
-      return Reply.json({ id: created.id, app: created.app, key: created.key, created_at: iso(created.createdAt) }, { status: 201 })
+      const created = yield* orDatabaseUnavailable(keys.createRuntime(app, expiresAt !== undefined ? { expiresAt } : {}))
+      return Reply.json(
+        { id: created.id, app: created.app, key: created.key, created_at: iso(created.createdAt), ...(created.expiresAt !== undefined ? { expires_at: iso(created.expiresAt) } : {}) },
+        { status: 201 }
+      )
     })
 
   const revoke = (ctx: RequestContext) =>

@@ -31,6 +31,7 @@ export const errorDescriptions: Readonly<Record<string, string>> = {
   server_busy: "Too many bodies are being read at once, or the app's share is taken; retry after Retry-After.",
   body_budget_insufficient: "A key for a new app was refused: limits.maxBodyBytesInFlight cannot hold one largest body for every app.",
   timeout: "The request ran past requestTimeoutMs.",
+  invalid_expires_at: "A runtime key's expiresAt is not an RFC 3339 time with a time zone, or is not in the future.",
   database_unavailable: "The shared database (database.url) is not answering: runtime keys, stored responses, files or usage cannot be read or written now; retry after Retry-After."
 }
 
