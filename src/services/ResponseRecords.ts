@@ -2,7 +2,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Effect, Option } from "effect"
 import { Errors, type GatewayError } from "../domain/Errors.js"
 import type { Log } from "./Log.js"
-import type { StoreFailure } from "./StoredForm.js"
+import { serialize, StoreFailure } from "./StoredForm.js"
 
 /**
  * What both stored-response backends share: the record, the caps, the service's shape, and how a
@@ -67,6 +67,23 @@ export const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/
 export const expiryOf = (record: StoredRecord, maxAgeDays: number) => record.createdAt + (Number.isFinite(maxAgeDays) && maxAgeDays > 0 ? maxAgeDays : 30) * DAY_MS
 
 /** A save never fails its answer: a failure is logged `responses.store_failed` with a reason code (never content). */
+/**
+ * A record's stored form, the same on both backends: none when it is over `maxRecordBytes` (not
+ * kept, logged `responses.store_skipped`); fails `bad_id` for an id that cannot be stored.
+ */
+export const storedFormOf = (record: StoredRecord, maxRecordBytes: number, log: Log["Type"]) =>
+  Effect.gen(function* () {
+    if (!SAFE_ID.test(record.id)) return yield* new StoreFailure({ reason: "bad_id" })
+    const form = yield* serialize(record, maxRecordBytes)
+    if (form.bytes <= maxRecordBytes) return Option.some(form)
+    log.info("responses.store_skipped", { app: record.app, id: record.id, bytes: form.bytes })
+    return Option.none<typeof form>()
+  })
+
+/** A stored record that could not be read: logged, and answered as none. */
+export const readFailed = (log: Log["Type"], app: string, id: string) => (failure: StoreFailure) =>
+  Effect.sync(() => log.error("responses.read_failed", { app, id, reason: failure.reason })).pipe(Effect.as(Option.none<StoredRecord>()))
+
 export const answeredAsFailed = (log: Log["Type"], record: StoredRecord) => (cause: Cause.Cause<StoreFailure>) => {
   const reason = Option.match(Cause.failureOption(cause), { onNone: () => "defect", onSome: (failure) => failure.reason })
   log.error("responses.store_failed", { app: record.app, id: record.id, reason })

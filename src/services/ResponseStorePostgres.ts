@@ -11,6 +11,8 @@ import {
   commitDefect,
   defaultResponseStoreLimits,
   expiryOf,
+  readFailed,
+  storedFormOf,
   type ResponseStoreLimits,
   type ResponseStoreService,
   SAFE_ID,
@@ -18,7 +20,7 @@ import {
   storeUnavailable
 } from "./ResponseRecords.js"
 import { throttledSweep } from "./StoreKit.js"
-import { joinPieces, parseStored, reasonOf, serialize, StoreFailure, yieldToEventLoop } from "./StoredForm.js"
+import { joinPieces, parseStored, reasonOf, StoreFailure, yieldToEventLoop } from "./StoredForm.js"
 
 const SWEEP_EVERY_MS = 60_000
 const BATCH = 500
@@ -161,19 +163,13 @@ export const makePostgresResponseStore = (
 
     const store = (record: StoredRecord, maxAgeDays: number) =>
       Effect.gen(function* () {
-        if (!SAFE_ID.test(record.id)) return yield* new StoreFailure({ reason: "bad_id" })
-        const { bytes, pieces } = yield* serialize(record, maxRecordBytes)
-        if (bytes > maxRecordBytes) {
-          log.info("responses.store_skipped", { app: record.app, id: record.id, bytes })
-          return "skipped" as const
-        }
+        const form = yield* storedFormOf(record, maxRecordBytes, log)
+        if (Option.isNone(form)) return "skipped" as const
+        const { bytes, pieces } = form.value
         const row = { id: record.id, app: record.app, created_at: record.createdAt, expires_at: expiryOf(record, maxAgeDays), bytes, body: joinPieces(pieces) }
         yield* writer.submit(row)
         return "stored" as const
       }).pipe(Effect.catchAllCause(answeredAsFailed(log, record)))
-
-    const readFailed = (app: string, id: string) => (failure: StoreFailure) =>
-      Effect.sync(() => log.error("responses.read_failed", { app, id, reason: failure.reason })).pipe(Effect.as(Option.none<StoredRecord>()))
 
     yield* sweeper.started
     yield* sweep
@@ -192,7 +188,7 @@ export const makePostgresResponseStore = (
         const row = found.value
         return yield* parseStored(asBuffer(row.body), worker).pipe(
           Effect.map(({ response, input }): Option.Option<StoredRecord> => Option.some({ id, app, createdAt: row.created_at, response, input })),
-          Effect.catchAll(readFailed(app, id))
+          Effect.catchAll(readFailed(log, app, id))
         )
       }),
       remove: Effect.fn("ResponseStore.remove")(function* (app, id) {

@@ -15,6 +15,8 @@ import {
   commitDefect,
   defaultResponseStoreLimits,
   expiryOf,
+  readFailed,
+  storedFormOf,
   type ResponseStoreLimits,
   type ResponseStoreService,
   SAFE_ID,
@@ -27,7 +29,6 @@ import {
   parseStored,
   readFile,
   reasonOf,
-  serialize,
   StoreFailure,
   syncDirectory,
   unlinkAll,
@@ -244,12 +245,9 @@ export const makeSqliteResponseStore = (
 
     const store = (record: StoredRecord, maxAgeDays: number) =>
       Effect.gen(function* () {
-        if (!SAFE_ID.test(record.id)) return yield* new StoreFailure({ reason: "bad_id" })
-        const { bytes, pieces } = yield* serialize(record, maxRecordBytes)
-        if (bytes > maxRecordBytes) {
-          log.info("responses.store_skipped", { app: record.app, id: record.id, bytes })
-          return "skipped" as const
-        }
+        const form = yield* storedFormOf(record, maxRecordBytes, log)
+        if (Option.isNone(form)) return "skipped" as const
+        const { bytes, pieces } = form.value
         const inline = bytes <= caps.maxInlineBytes
         if (!inline) yield* writeAtomically(dir, fileName(record.id), pieces)
         const row = { id: record.id, app: record.app, created_at: record.createdAt, expires_at: expiryOf(record, maxAgeDays), bytes, body: inline ? joinPieces(pieces) : null }
@@ -257,9 +255,6 @@ export const makeSqliteResponseStore = (
         yield* unlinkAll(dir, filesOf(victims))
         return "stored" as const
       }).pipe(Effect.catchAllCause(answeredAsFailed(log, record)))
-
-    const readFailed = (app: string, id: string) => (failure: StoreFailure) =>
-      Effect.sync(() => log.error("responses.read_failed", { app, id, reason: failure.reason })).pipe(Effect.as(Option.none<StoredRecord>()))
 
     // start: drop file rows whose file is gone, files (and leftover temp files) with no row, then expired records
     yield* Effect.tryPromise({ try: () => fs.promises.mkdir(dir, { recursive: true }), catch: (error) => new StoreFailure({ reason: reasonOf(error, "mkdir") }) })
@@ -290,7 +285,7 @@ export const makeSqliteResponseStore = (
         const bytes = row.body === null ? readFile(path.join(dir, fileName(row.id))) : Effect.succeed(asBuffer(row.body))
         return yield* Effect.flatMap(bytes, (buffer) => parseStored(buffer, worker)).pipe(
           Effect.map(({ response, input }): Option.Option<StoredRecord> => Option.some({ id: row.id, app: row.app, createdAt: row.created_at, response, input })),
-          Effect.catchAll(readFailed(app, id))
+          Effect.catchAll(readFailed(log, app, id))
         )
       }),
       remove: Effect.fn("ResponseStore.remove")(function* (app, id) {
