@@ -43,7 +43,7 @@ export const orDatabaseUnavailable = <A, E, R>(self: Effect.Effect<A, E | KeySto
   )
 
 /** how often a replica reads key changes even without a notice: a lost notice or listen connection still ends a revoked key within 1 s */
-const POLL_EVERY = Duration.millis(400)
+export const POLL_EVERY = Duration.millis(400)
 /** the least time between two reads of changes: what unknown keys can cost the database */
 const MIN_GAP = Duration.millis(50)
 /** a read of changes that takes longer counts as the database being lost */

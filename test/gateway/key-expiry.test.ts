@@ -38,7 +38,7 @@ describe("expiring runtime keys", () => {
   })
 
   it("works until expiresAt, then is invalid_api_key on every replica", async () => {
-    const expiresAt = new Date(Date.now() + 1_500).toISOString()
+    const expiresAt = new Date(Date.now() + 4_000).toISOString()
     const made = await create(a, { app: "temp", expiresAt })
     expect(made.status).toBe(201)
     const body = (await made.json()) as { id: string; key: string; expires_at: string }
