@@ -35,6 +35,7 @@ import { ResponseStore } from "./services/ResponseStore.js"
 import { UsageLog } from "./services/Usage.js"
 import { databaseLayer } from "./sql/Database.js"
 import { Replicas } from "./services/Replicas.js"
+import { Quota } from "./services/Quota.js"
 
 /** Provider factories: one per provider type. A new provider type is one more entry. */
 const factoriesLayer = (config: GatewayConfig) =>
@@ -58,13 +59,14 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const limits = Limits.layer(config).pipe(Layer.provide(base))
   const providerClient = providers ?? ProviderClient.layer(config.providers).pipe(Layer.provide(factoriesLayer(config)))
   const usage = UsageLog.layer(config.usage.enabled).pipe(Layer.provide(Layer.merge(database, base)))
-  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage)))
+  const quota = Quota.layer.pipe(Layer.provide(Layer.merge(database, base)))
+  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage, quota)))
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const fileStore = FileStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const itemMemory = ItemMemory.layer().pipe(Layer.provide(Layer.merge(database, base)))
   const remoteFiles = RemoteFiles.layer.pipe(Layer.provide(settings))
   const replicas = Replicas.layer.pipe(Layer.provide(Layer.merge(database, base)))
-  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, responseStore, fileStore, itemMemory, remoteFiles, replicas)
+  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, responseStore, fileStore, itemMemory, remoteFiles, replicas, quota)
 }
 
 /** Every route of the gateway: the table the router is built from and the discovery page lists. */

@@ -80,6 +80,26 @@ export const SkillConfig = Schema.Struct({
   content: Schema.String
 })
 
+/** A spend budget: USD or tokens per UTC calendar period (or in total) */
+export const Budget = Schema.Struct({
+  usd: optionalExact(Schema.Number.pipe(Schema.positive())),
+  tokens: optionalExact(PositiveInt),
+  per: Schema.Literal("day", "week", "month", "total")
+}).pipe(Schema.filter((b) => (b.usd === undefined) !== (b.tokens === undefined) || "a budget has exactly one of usd or tokens"))
+export type Budget = typeof Budget.Type
+
+/** Traffic and spend controls of an app (config) or a runtime key (admin routes) */
+export const TrafficLimits = Schema.Struct({
+  /** model requests per minute (a request with n choices or candidates counts n) */
+  requestsPerMinute: optionalExact(PositiveInt),
+  /** input + output tokens per minute */
+  tokensPerMinute: optionalExact(PositiveInt),
+  /** model calls in flight at once (within the global `concurrency`) */
+  concurrency: optionalExact(PositiveInt),
+  budgets: optionalExact(Schema.Array(Budget))
+})
+export type TrafficLimits = typeof TrafficLimits.Type
+
 export const AppConfig = Schema.Struct({
   /** the app's system policy: placed first in every request's system prompt */
   system: Schema.optionalWith(Schema.String, { exact: true }),
@@ -88,7 +108,9 @@ export const AppConfig = Schema.Struct({
   reasoningOutput: optionalExact(Schema.Boolean),
   allowedModels: optionalExact(Schema.Array(Schema.String)),
   endpoints: optionalExact(Schema.Struct({ files: optionalExact(Schema.Boolean) })),
-  sessions: optionalExact(Schema.Struct({ maxAgeDays: optionalExact(NonNegativeInt) }))
+  sessions: optionalExact(Schema.Struct({ maxAgeDays: optionalExact(NonNegativeInt) })),
+  /** rate limits, concurrency and budgets of the app as a whole (every replica together) */
+  limits: optionalExact(TrafficLimits)
 })
 export type AppConfig = typeof AppConfig.Type
 

@@ -36,7 +36,16 @@ export class GatewayError extends Schema.TaggedError<GatewayError>()("GatewayErr
   /** the connection should be closed after answering (unread body) */
   closeConnection: Schema.optional(Schema.Boolean),
   /** methods the path allows (a 405's `Allow` header) */
-  allow: Schema.optional(Schema.String)
+  allow: Schema.optional(Schema.String),
+  /** a refusal by a rate limit or budget: the limits as the rate-limit headers show them */
+  rateLimit: Schema.optional(
+    Schema.Struct({
+      requests: Schema.optional(Schema.Struct({ limit: Schema.Number, remaining: Schema.Number, resetAt: Schema.Number })),
+      tokens: Schema.optional(Schema.Struct({ limit: Schema.Number, remaining: Schema.Number, resetAt: Schema.Number }))
+    })
+  ),
+  /** false: retrying will not help before `Retry-After` (a spent budget): sent as `x-should-retry`, which the official SDKs obey */
+  shouldRetry: Schema.optional(Schema.Boolean)
 }) {}
 
 /** A failure of the upstream provider. `retryable` failures before any output fall back to the next alias target. */

@@ -2,6 +2,7 @@ import { Cause, Effect, Option } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Settings } from "../Config.js"
 import { Errors, GatewayError, toGatewayError, type AnyGatewayError } from "../domain/Errors.js"
+import { rateLimitHeaders } from "../domain/Quota.js"
 import { Ids } from "../domain/Ids.js"
 import { MAX_JSON_DEPTH, tooDeepPath } from "../domain/JsonDepth.js"
 import { Catalog } from "../services/Catalog.js"
@@ -180,6 +181,8 @@ export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mou
             if (error.retryAfter !== undefined) out["retry-after"] = String(error.retryAfter)
             if (error.closeConnection === true || bodyPending()) out["connection"] = "close"
             if (error.allow !== undefined) out["allow"] = error.allow
+            if (error.rateLimit !== undefined) rateLimitHeaders(error.rateLimit, family === "messages", Date.now(), out)
+            if (error.shouldRetry !== undefined) out["x-should-retry"] = String(error.shouldRetry)
             // the client may still be sending: read on (bounded) so the close does not lose the answer
             if (out["connection"] === "close" && !incoming.complete && !response.headersSent) lingerAfterRefusal(incoming, response)
             write({ _tag: "Reply", status: rendered.status, headers: out, body: rendered.body })

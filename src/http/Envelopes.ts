@@ -18,6 +18,8 @@ const openAiType = (e: GatewayError): string => {
   if (e.kind === "overloaded" || e.status >= 500) return "server_error"
   if (e.kind === "authentication") return "authentication_error"
   if (e.kind === "permission") return "permission_error"
+  // a spent budget is OpenAI's quota error: type and code `insufficient_quota`
+  if (e.code === "insufficient_quota") return "insufficient_quota"
   if (e.kind === "rate_limited") return "rate_limit_error"
   return "invalid_request_error"
 }
@@ -119,7 +121,8 @@ export const anchoredCodes: ReadonlySet<string> = new Set([
   "admin_key_required", "not_found", "method_not_allowed", "invalid_date", "invalid_range", "range_too_long",
   "invalid_app", "invalid_user", "app_forbidden", "key_not_found", "config_key", "app_has_host_tools",
   "app_has_config_key", "not_ready", "body_read_timeout", "request_body_too_large", "server_busy",
-  "body_budget_insufficient", "timeout", "database_unavailable", "invalid_expires_at"
+  "body_budget_insufficient", "timeout", "database_unavailable", "invalid_expires_at", "rate_limit_exceeded",
+  "insufficient_quota", "invalid_limits"
 ])
 
 export const renderProblem = (e: GatewayError, instance: string, requestId: string): RenderedError => {

@@ -1,6 +1,7 @@
 import { Chunk, Effect, Either, type Scope, Stream } from "effect"
 import { addUsage, emptyUsage, foldEvents, type Answer, type ModelEvent, type Usage } from "../domain/Canonical.js"
 import type { GatewayError } from "../domain/Errors.js"
+import { rateLimitHeaders, type RateLimitView } from "../domain/Quota.js"
 import { resolveStructured } from "../domain/Structured.js"
 import { Reply, type RequestContext, type Written } from "../http/Route.js"
 import { encodedPull, writePulled, writeStream } from "../http/Writer.js"
@@ -14,7 +15,18 @@ import { holdStructured } from "./HeldBack.js"
  */
 
 /** What a protocol knows of the runs behind an answer (for its headers). */
-export type RunFacts = Pick<StartedRun, "target" | "sessionId" | "droppedParams">
+export type RunFacts = Pick<StartedRun, "target" | "sessionId" | "droppedParams" | "rateLimit">
+
+/** The protocol's headers of an answer, with the rate-limit headers of its runs (the tightest). */
+const answerHeaders = (spec: AnswerSpec, runs: ReadonlyArray<RunFacts>): Record<string, string> => {
+  const headers = spec.headers(runs)
+  let view: RateLimitView | undefined
+  for (const run of runs) {
+    const v = run.rateLimit
+    if (v !== undefined && (view === undefined || (v.requests?.remaining ?? Infinity) < (view.requests?.remaining ?? Infinity))) view = v
+  }
+  return view === undefined ? headers : rateLimitHeaders(view, spec.ctx.family === "messages", Date.now(), headers)
+}
 
 /** A run's events as the protocol shows them (stop sequences, rewrites): 0, 1 or more per event. */
 export type EventFilter = (event: ModelEvent) => ReadonlyArray<ModelEvent>
@@ -84,7 +96,7 @@ const whole = (runner: ModelRunner["Type"], spec: AnswerSpec) => {
       }
       answers.push(answer)
     }
-    const headers = spec.headers(runs)
+    const headers = answerHeaders(spec, runs)
     if (fallback) headers["x-gateway-structured-fallback"] = "text"
     return Effect.map(spec.whole(answers, sumUsage(answers.map((a) => a.usage))), (body) => Reply.json(body, { headers }))
   })
@@ -113,7 +125,7 @@ const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
     Effect.flatMap(startRuns(runner, spec, spec.n ?? 1), ({ held, started }): Effect.Effect<Written, GatewayError> => {
       const { ctx } = spec
       const encoder = spec.stream()
-      const headers = { ...spec.headers(started), ...ctx.idHeaders, "content-type": encoder.contentType, "cache-control": "no-cache" }
+      const headers = { ...answerHeaders(spec, started), ...ctx.idHeaders, "content-type": encoder.contentType, "cache-control": "no-cache" }
       const runs: Array<StartedRun> = []
       for (const result of held) {
         if (Either.isRight(result)) {

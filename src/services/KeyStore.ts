@@ -2,7 +2,8 @@ import { Context, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Queu
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import type { GatewayConfig } from "../Config.js"
 import { Errors, type GatewayError } from "../domain/Errors.js"
-import { type KeyRow, KeyStoreUnavailable, type RuntimeKeyInfo, type RuntimeKeyPersistence, sqlPersistence } from "./KeyStoreSql.js"
+import type { TrafficLimits } from "../Config.js"
+import { infoOf, type KeyRow, KeyStoreUnavailable, type RuntimeKeyInfo, type RuntimeKeyPersistence, sqlPersistence } from "./KeyStoreSql.js"
 
 export { KeyStoreUnavailable, type RuntimeKeyInfo, type RuntimeKeyPersistence, sqlPersistence } from "./KeyStoreSql.js"
 
@@ -100,8 +101,17 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
     readonly isConfigKey: (keyId: string) => boolean
     /** live runtime keys, as stored */
     readonly listRuntime: Effect.Effect<ReadonlyArray<RuntimeKeyInfo>, KeyStoreUnavailable>
-    /** a new key of `app`, refused from `expiresAt` (epoch ms) on when given */
-    readonly createRuntime: (app: string, options?: { readonly expiresAt?: number }) => Effect.Effect<CreatedKey, KeyStoreUnavailable>
+    /** a new key of `app`, refused from `expiresAt` (epoch ms) on when given, bound by `limits` besides its app's */
+    readonly createRuntime: (app: string, options?: { readonly expiresAt?: number; readonly limits?: TrafficLimits }) => Effect.Effect<CreatedKey, KeyStoreUnavailable>
+    /** a live runtime key as stored (read afresh from the database when other processes change keys) */
+    readonly getRuntime: (id: string) => Effect.Effect<Option.Option<RuntimeKeyInfo>, KeyStoreUnavailable>
+    /** replace a live runtime key's expiry and limits (none: no such live key); every replica holds the change within 1 s */
+    readonly updateRuntime: (
+      id: string,
+      change: { readonly expiresAt: number | undefined; readonly limits: TrafficLimits | undefined }
+    ) => Effect.Effect<Option.Option<RuntimeKeyInfo>, KeyStoreUnavailable>
+    /** a runtime key's own limits (from memory: every request reads it) */
+    readonly limitsOf: (keyId: string) => TrafficLimits | undefined
     /** false when no live runtime key has that id */
     readonly revokeRuntime: (id: string) => Effect.Effect<boolean, KeyStoreUnavailable>
     /** called with the key id of every revoked key, on every replica (uploads started with it are dropped) */
@@ -137,9 +147,10 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
       /** Take in a key's stored state, from this process or another; idempotent. */
       const learn = (row: KeyRow) => {
         if (row.revoked_at === null) {
-          if (gone.has(row.id) || runtime.has(row.id)) return
+          // a change of a live key (expiry, limits) replaces what is held; a revoked one stays gone
+          if (gone.has(row.id)) return
           const expiry = row.expires_at !== null ? { expiresAt: row.expires_at } : {}
-          runtime.set(row.id, { info: { id: row.id, app: row.app, createdAt: row.created_at, ...expiry }, digest: row.digest })
+          runtime.set(row.id, { info: infoOf(row), digest: row.digest })
           byDigest.set(row.digest, { digest: Buffer.from(row.digest, "hex"), principal: { app: row.app, keyId: row.id, source: "runtime" }, ...expiry })
           return
         }
@@ -223,18 +234,36 @@ export class KeyStore extends Context.Tag("gateway/KeyStore")<
           Effect.gen(function* () {
             const secret = `sk-gw-${randomBytes(24).toString("hex")}`
             const d = digest(secret)
-            const key = { id: keyIdOf(d), app, digest: d.toString("hex"), created_at: Date.now(), expires_at: options.expiresAt ?? null }
+            const controls = options.limits !== undefined ? JSON.stringify(options.limits) : null
+            const key = { id: keyIdOf(d), app, digest: d.toString("hex"), created_at: Date.now(), expires_at: options.expiresAt ?? null, controls }
             const row = persistence === undefined ? { ...key, revoked_at: null, version: 0 } : yield* persistence.insert(key)
             learn(row)
-            return { id: row.id, app, createdAt: row.created_at, ...(row.expires_at !== null ? { expiresAt: row.expires_at } : {}), key: secret }
+            return { ...infoOf(row), key: secret }
           }),
+        getRuntime: (id) => Effect.map(fresh, () => Option.fromNullable(runtime.get(id)?.info)),
+        updateRuntime: (id, change) =>
+          Effect.gen(function* () {
+            const stored = { expires_at: change.expiresAt ?? null, controls: change.limits !== undefined ? JSON.stringify(change.limits) : null }
+            if (persistence === undefined) {
+              const found = runtime.get(id)
+              if (found === undefined) return Option.none()
+              learn({ id, app: found.info.app, digest: found.digest, created_at: found.info.createdAt, revoked_at: null, version: 0, ...stored })
+              return Option.some(runtime.get(id)!.info)
+            }
+            // stored first, then held: the other replicas read the same change
+            const changed = yield* persistence.update(id, stored)
+            if (Option.isNone(changed)) return Option.none()
+            learn(changed.value)
+            return Option.fromNullable(runtime.get(id)?.info)
+          }),
+        limitsOf: (keyId) => runtime.get(keyId)?.info.limits,
         revokeRuntime: (id) =>
           Effect.gen(function* () {
             const at = Date.now()
             if (persistence === undefined) {
               const found = runtime.get(id)
               if (found === undefined) return false
-              learn({ id, app: found.info.app, digest: found.digest, created_at: found.info.createdAt, revoked_at: at, expires_at: found.info.expiresAt ?? null, version: 0 })
+              learn({ id, app: found.info.app, digest: found.digest, created_at: found.info.createdAt, revoked_at: at, expires_at: found.info.expiresAt ?? null, version: 0, controls: null })
               return true
             }
             // stored first: a revocation the database did not take is not made here either (503, the key stays live everywhere)

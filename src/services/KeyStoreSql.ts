@@ -3,6 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Data, Effect, Option, Schema, type Stream } from "effect"
+import { TrafficLimits } from "../Config.js"
 import { Backend } from "../sql/Database.js"
 
 /**
@@ -20,6 +21,8 @@ export interface RuntimeKeyInfo {
   readonly createdAt: number
   /** epoch ms past which the key is refused; absent: never */
   readonly expiresAt?: number
+  /** the key's own rate limits and budgets; absent: only its app's apply */
+  readonly limits?: TrafficLimits
 }
 
 /** The runtime keys could not be read or written (database lost): the admin routes answer 503. */
@@ -38,7 +41,9 @@ export const KeyRow = Schema.Struct({
   /** epoch ms past which the key is refused (migration 0015); null: never */
   expires_at: Schema.NullOr(Schema.Number),
   /** number of the last change to the row (migration 0009): replicas read changes in this order */
-  version: Schema.Number
+  version: Schema.Number,
+  /** the key's limits and budgets as JSON (migration 0017); null: none */
+  controls: Schema.NullOr(Schema.String)
 })
 export type KeyRow = typeof KeyRow.Type
 
@@ -49,7 +54,16 @@ export interface RuntimeKeyPersistence {
   /** the keys changed after change number `after`, in change order */
   readonly changedSince: (after: number) => Effect.Effect<ReadonlyArray<KeyRow>, KeyStoreUnavailable>
   /** stores a new key: its row as stored */
-  readonly insert: (key: { readonly id: string; readonly app: string; readonly digest: string; readonly created_at: number; readonly expires_at: number | null }) => Effect.Effect<KeyRow, KeyStoreUnavailable>
+  readonly insert: (key: {
+    readonly id: string
+    readonly app: string
+    readonly digest: string
+    readonly created_at: number
+    readonly expires_at: number | null
+    readonly controls: string | null
+  }) => Effect.Effect<KeyRow, KeyStoreUnavailable>
+  /** changes a live key's expiry and limits: its row as changed; none when no live key has that id */
+  readonly update: (id: string, change: { readonly expires_at: number | null; readonly controls: string | null }) => Effect.Effect<Option.Option<KeyRow>, KeyStoreUnavailable>
   /** revokes a live key: its row as revoked; none when no live key has that id */
   readonly revoke: (id: string, at: number) => Effect.Effect<Option.Option<KeyRow>, KeyStoreUnavailable>
   /** live runtime keys in creation order */
@@ -58,6 +72,23 @@ export interface RuntimeKeyPersistence {
   readonly shared: boolean
   /** notices of changes other processes made (PostgreSQL `LISTEN`), when there are any */
   readonly notices: Option.Option<Stream.Stream<unknown, unknown>>
+}
+
+/** A stored key's limits (none when the JSON is absent or no longer reads as limits). */
+export const controlsOf = (controls: string | null): TrafficLimits | undefined => {
+  if (controls === null) return undefined
+  try {
+    const decoded = Schema.decodeUnknownOption(TrafficLimits)(JSON.parse(controls))
+    return Option.getOrUndefined(decoded)
+  } catch {
+    return undefined
+  }
+}
+
+/** A key as listed, from its row. */
+export const infoOf = (r: { readonly id: string; readonly app: string; readonly created_at: number; readonly expires_at: number | null; readonly controls: string | null }): RuntimeKeyInfo => {
+  const limits = controlsOf(r.controls)
+  return { id: r.id, app: r.app, createdAt: r.created_at, ...(r.expires_at !== null ? { expiresAt: r.expires_at } : {}), ...(limits !== undefined ? { limits } : {}) }
 }
 
 /** the PostgreSQL channel a key change is announced on (its change number as payload) */
@@ -86,17 +117,17 @@ export const sqlPersistence = Effect.gen(function* () {
   const all = SqlSchema.findAll({
     Request: Schema.Void,
     Result: KeyRow,
-    execute: () => sql`SELECT id, app, digest, created_at, revoked_at, expires_at, version FROM runtime_keys ORDER BY version, created_at, id`
+    execute: () => sql`SELECT id, app, digest, created_at, revoked_at, expires_at, version, controls FROM runtime_keys ORDER BY version, created_at, id`
   })
   const since = SqlSchema.findAll({
     Request: Schema.Number,
     Result: KeyRow,
-    execute: (after) => sql`SELECT id, app, digest, created_at, revoked_at, expires_at, version FROM runtime_keys WHERE version > ${after} ORDER BY version`
+    execute: (after) => sql`SELECT id, app, digest, created_at, revoked_at, expires_at, version, controls FROM runtime_keys WHERE version > ${after} ORDER BY version`
   })
   const live = SqlSchema.findAll({
     Request: Schema.Void,
-    Result: Schema.Struct({ id: Schema.String, app: Schema.String, created_at: Schema.Number, expires_at: Schema.NullOr(Schema.Number) }),
-    execute: () => sql`SELECT id, app, created_at, expires_at FROM runtime_keys WHERE revoked_at IS NULL ORDER BY version, created_at, id`
+    Result: Schema.Struct({ id: Schema.String, app: Schema.String, created_at: Schema.Number, expires_at: Schema.NullOr(Schema.Number), controls: Schema.NullOr(Schema.String) }),
+    execute: () => sql`SELECT id, app, created_at, expires_at, controls FROM runtime_keys WHERE revoked_at IS NULL ORDER BY version, created_at, id`
   })
   // the counter row stays locked until the change commits: changes commit in number order
   const nextVersion = SqlSchema.single({
@@ -109,7 +140,13 @@ export const sqlPersistence = Effect.gen(function* () {
     Request: Schema.Struct({ id: Schema.String, at: Schema.Number, version: Schema.Number }),
     Result: KeyRow,
     execute: ({ at, id, version }) =>
-      sql`UPDATE runtime_keys SET revoked_at = ${at}, version = ${version} WHERE id = ${id} AND revoked_at IS NULL RETURNING id, app, digest, created_at, revoked_at, expires_at, version`
+      sql`UPDATE runtime_keys SET revoked_at = ${at}, version = ${version} WHERE id = ${id} AND revoked_at IS NULL RETURNING id, app, digest, created_at, revoked_at, expires_at, version, controls`
+  })
+  const updateRow = SqlSchema.findOne({
+    Request: Schema.Struct({ id: Schema.String, expires_at: Schema.NullOr(Schema.Number), controls: Schema.NullOr(Schema.String), version: Schema.Number }),
+    Result: KeyRow,
+    execute: ({ controls, expires_at, id, version }) =>
+      sql`UPDATE runtime_keys SET expires_at = ${expires_at}, controls = ${controls}, version = ${version} WHERE id = ${id} AND revoked_at IS NULL RETURNING id, app, digest, created_at, revoked_at, expires_at, version, controls`
   })
   // inside the transaction: delivered when (and only if) the change commits
   const notify = SqlSchema.void({ Request: Schema.Number, execute: (version) => sql`SELECT pg_notify(${CHANNEL}, ${String(version)})` })
@@ -139,9 +176,17 @@ export const sqlPersistence = Effect.gen(function* () {
           return row
         })
       ),
-    listLive: unavailable(
-      Effect.map(live(undefined), (rows) => rows.map((r) => ({ id: r.id, app: r.app, createdAt: r.created_at, ...(r.expires_at !== null ? { expiresAt: r.expires_at } : {}) })))
-    ),
+    update: (id, change) =>
+      inTransaction(
+        sql,
+        Effect.gen(function* () {
+          const { version } = yield* nextVersion(undefined)
+          const row = yield* updateRow({ id, ...change, version })
+          if (Option.isSome(row)) yield* announce(version)
+          return row
+        })
+      ),
+    listLive: unavailable(Effect.map(live(undefined), (rows) => rows.map(infoOf))),
     shared: backend.kind === "postgres",
     notices: Option.map(pg, (client) => client.listen(CHANNEL))
   } satisfies RuntimeKeyPersistence

@@ -11,6 +11,9 @@ import { Metrics } from "./Metrics.js"
 import { costOf, priceOf } from "../domain/Cost.js"
 import { ProviderClient, type ProviderTarget } from "./ProviderClient.js"
 import { UsageLog, type Caller } from "./Usage.js"
+import { DEFAULT_OUTPUT_CAP, Quota, type Reservation } from "./Quota.js"
+import type { RateLimitView } from "../domain/Quota.js"
+import { estimateTokens, geminiCalibration, messagesCalibration } from "../domain/TokenEstimate.js"
 
 /** The next events of a run, one chunk per pull; `Option.none()` after the last. */
 export type EventPull = Pull<GatewayError>
@@ -26,6 +29,8 @@ export interface StartedRun {
    * the socket with no stream stages between (or as a Stream where runs are merged), once
    */
   readonly pull: EventPull
+  /** the rate limits that bound the call, for the answer's headers */
+  readonly rateLimit?: RateLimitView
 }
 
 /** A started run whose events are these, in one chunk (an answer held back and replayed). */
@@ -46,6 +51,7 @@ export interface CompletedRun {
   readonly sessionId: string
   readonly droppedParams: ReadonlyArray<string>
   readonly events: ReadonlyArray<ModelEvent>
+  readonly rateLimit?: RateLimitView
 }
 
 export interface RunOptions {
@@ -112,6 +118,8 @@ interface Call {
   ttftMs: number | undefined
   usage: Usage | undefined
   recorded: boolean
+  /** what the call holds of its app's and key's limits until it is recorded */
+  reservation: Reservation | undefined
 }
 
 /**
@@ -138,6 +146,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const providers = yield* ProviderClient
       const usageLog = yield* UsageLog
       const metrics = yield* Metrics
+      const quota = yield* Quota
       const tracing = tracingEnabled(config)
 
       /** The usage record and metrics of a finished, failed or cancelled call: once. */
@@ -146,10 +155,11 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         call.recorded = true
         const { options, target } = call
         const caller = options.caller
-        if (caller === undefined) return
         const usage = call.usage ?? emptyUsage
-        const latencyMs = Math.round((performance.now() - call.t0) * 100) / 100
         const costUsd = costOf(priceOf(config.providers, target), usage)
+        if (call.reservation !== undefined) quota.settle(call.reservation, { tokens: usage.inputTokens + usage.outputTokens, usd: costUsd })
+        if (caller === undefined) return
+        const latencyMs = Math.round((performance.now() - call.t0) * 100) / 100
         metrics.modelCall({
           family: caller.protocol,
           route: caller.route,
@@ -203,7 +213,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         sessionId: undefined,
         ttftMs: undefined,
         usage: undefined,
-        recorded: false
+        recorded: false,
+        reservation: undefined
       })
 
       /** Close the exchange open now (and end its span). */
@@ -267,13 +278,32 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         )
       }
 
-      /** Resolve, take a slot and open the first target that answers: what `read` read of it. */
+      /** What a call may take, reserved before it runs: its input estimate and output cap, priced as its first target. */
+      const estimate = (call: Call, first: ProviderTarget | undefined) => () => {
+        const { request } = call.options
+        const input = estimateTokens(request, first?.providerType === "gemini" ? geminiCalibration : messagesCalibration)
+        const output = request.maxOutputTokens ?? DEFAULT_OUTPUT_CAP
+        const usd = costOf(priceOf(config.providers, first), { ...emptyUsage, inputTokens: input, outputTokens: output }) ?? 0
+        return { tokens: input + output, usd }
+      }
+
+      /** Admit the call against its app's and key's limits (a reservation held until it is recorded). */
+      const admit = (call: Call, first: ProviderTarget | undefined): Effect.Effect<void, GatewayError> => {
+        const { app, caller } = call.options
+        const keyId = caller?.keyId ?? "none"
+        if (!quota.applies(app.name, keyId)) return Effect.void
+        return Effect.map(quota.admit(app.name, keyId, estimate(call, first)), (reservation) => void (call.reservation = reservation))
+      }
+
+      /** Resolve, take a slot, admit and open the first target that answers: what `read` read of it. */
       const open = (call: Call, read: Read): Effect.Effect<Chunk.Chunk<ModelEvent>, GatewayError> =>
         Effect.flatMap(catalog.resolve(call.options.model, call.options.app, call.options.resolve), (resolved) =>
           Effect.flatMap(limits.takeModelSlot, () => {
             call.slot = true
-            if (call.options.deadline - Date.now() <= 0) return Effect.fail(timeout())
-            return attempt(call, read, resolved.targets, 0, undefined)
+            return Effect.flatMap(admit(call, resolved.targets[0]), () => {
+              if (call.options.deadline - Date.now() <= 0) return Effect.fail(timeout())
+              return attempt(call, read, resolved.targets, 0, undefined)
+            })
           })
         ).pipe(Effect.tapError((error) => Effect.sync(() => record(call, error.code))))
 
@@ -321,7 +351,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             Scope.addFinalizer(scope, release(call)),
             Effect.map(open(call, firstChunk), (first): StartedRun => {
               const pull = tracked(call, first)
-              return { target: call.target as ProviderTarget, sessionId: call.sessionId as string, droppedParams: call.dropped, pull }
+              const view = call.reservation?.view
+              return { target: call.target as ProviderTarget, sessionId: call.sessionId as string, droppedParams: call.dropped, pull, ...(view !== undefined ? { rateLimit: view } : {}) }
             })
           )
         })
@@ -334,7 +365,14 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             call.sessionId = Ids.session()
             for (const event of events) if (event._tag === "Usage") call.usage = event.usage
             record(call, "ok")
-            return { target: call.target as ProviderTarget, sessionId: call.sessionId, droppedParams: call.dropped, events: Chunk.toReadonlyArray(events) }
+            const view = call.reservation?.view
+            return {
+              target: call.target as ProviderTarget,
+              sessionId: call.sessionId,
+              droppedParams: call.dropped,
+              events: Chunk.toReadonlyArray(events),
+              ...(view !== undefined ? { rateLimit: view } : {})
+            }
           })
           return Effect.ensuring(answered, release(call))
         })

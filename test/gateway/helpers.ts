@@ -74,7 +74,7 @@ const LISTED = new Set([
   "app_has_config_key", "not_ready", "body_read_timeout", "request_body_too_large", "server_busy",
   "body_budget_insufficient", "timeout",
   // added by issue 16 (the shared database not answering)
-  "database_unavailable", "invalid_expires_at"
+  "database_unavailable", "invalid_expires_at", "rate_limit_exceeded", "insufficient_quota", "invalid_limits"
 ])
 
 const PROBLEM_FIELDS = new Set(["type", "title", "status", "detail", "instance", "code", "param", "requestId"])

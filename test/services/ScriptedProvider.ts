@@ -1,3 +1,5 @@
+import { Quota } from "../../src/services/Quota.js"
+import { Log } from "../../src/services/Log.js"
 import { Context, Effect, Layer, Ref, Stream } from "effect"
 import { Settings, type GatewayConfig } from "../../src/Config.js"
 import type { ModelEvent } from "../../src/domain/Canonical.js"
@@ -46,6 +48,7 @@ export const takeCalls = Effect.flatMap(CallLog, (log) => Ref.getAndSet(log, [])
 export const runnerLayer = <P>(config: GatewayConfig, providers: Layer.Layer<ProviderClient | P>) => {
   const base = Layer.mergeAll(Layer.succeed(Settings, config), KeyStore.layer(config), Catalog.layer(config))
   const limits = Limits.layer(config).pipe(Layer.provide(base))
-  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providers, UsageLog.disabled, Metrics.layer)))
-  return Layer.mergeAll(base, limits, providers, runner)
+  const quota = Quota.layerInMemory.pipe(Layer.provide(Layer.merge(base, Log.layer(false))))
+  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providers, UsageLog.disabled, Metrics.layer, quota)))
+  return Layer.mergeAll(base, limits, providers, runner, quota)
 }

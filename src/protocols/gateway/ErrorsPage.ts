@@ -32,6 +32,9 @@ export const errorDescriptions: Readonly<Record<string, string>> = {
   body_budget_insufficient: "A key for a new app was refused: limits.maxBodyBytesInFlight cannot hold one largest body for every app.",
   timeout: "The request ran past requestTimeoutMs.",
   invalid_expires_at: "A runtime key's expiresAt is not an RFC 3339 time with a time zone, or is not in the future.",
+  rate_limit_exceeded: "A rate limit of the app or the key (requestsPerMinute, tokensPerMinute, concurrency) is reached; the message names which. Retry after Retry-After (the end of the minute window; 1 s for concurrency). The x-ratelimit-* headers show the limit.",
+  insufficient_quota: "A budget of the app or the key (usd or tokens per day, week, month or in total) is spent; the message names which. Retry-After is the time until its period resets (none for a total budget); x-should-retry is false.",
+  invalid_limits: "A runtime key's limits or budgets are not valid; the message names the field.",
   database_unavailable: "The shared database (database.url) is not answering: runtime keys, stored responses, files or usage cannot be read or written now; retry after Retry-After."
 }
 
