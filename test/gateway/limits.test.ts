@@ -51,7 +51,7 @@ describe("rate limits and budgets on the wire", () => {
       expect(r.headers["x-ratelimit-limit-requests"]).toBe("3")
       expect(r.headers["x-ratelimit-limit-tokens"]).toBe("1000000")
       expect(r.headers["x-ratelimit-reset-requests"]).toMatch(/^(\d+ms|\d+(\.\d+)?s)$/)
-      seen.push(r.headers["x-ratelimit-remaining-requests"])
+      seen.push(r.headers["x-ratelimit-remaining-requests"] as string | undefined)
     }
     expect(seen).toEqual(["2", "1", "0"])
 
