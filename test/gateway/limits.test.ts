@@ -212,3 +212,32 @@ describe("a runtime key's own limits and budgets", () => {
     expect(parse(r).code).toBe("key_not_found")
   })
 })
+
+describe("the budgets of every app and key", () => {
+  let gw: TestGateway
+  beforeAll(async () => {
+    gw = await startGateway({
+      adminKey: ADMIN,
+      keys: [{ key: KEY, app: "team" }],
+      providers: { mock: { type: "mock", price: { input: 1, output: 2 } } },
+      apps: { team: { limits: { budgets: [{ usd: 5, per: "week" }, { tokens: 1000, per: "total" }] } } }
+    })
+  })
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it("GET /gateway/admin/budgets lists each budget with used, reserved, limit and the period's end (admin only)", async () => {
+    expect((await chat(gw, KEY, "mock/echo", user("::usage 100 50\nhi"))).status).toBe(200)
+    const body = await pollUntil(
+      async () => parse(await get(gw, "/gateway/admin/budgets", ADMIN)),
+      (b) => (((b.apps as Array<Json>)[0]?.budgets as Array<Json> | undefined)?.[1]?.used as number) === 150,
+      5000
+    )
+    const [week, total] = (body.apps as Array<Json>)[0].budgets as Array<Json>
+    expect(week).toMatchObject({ usd: 5, per: "week", limit: 5, used: 0.0002, reserved: 0 })
+    expect(new Date(week.period_end as string).getUTCDay()).toBe(1)
+    expect(total).toMatchObject({ tokens: 1000, per: "total", limit: 1000, used: 150, reserved: 0, period_end: null })
+    expect((await get(gw, "/gateway/admin/budgets", KEY)).status).toBe(403)
+  })
+})

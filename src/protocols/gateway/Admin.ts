@@ -5,7 +5,7 @@ import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { Catalog } from "../../services/Catalog.js"
 import { KeyStore, orDatabaseUnavailable } from "../../services/KeyStore.js"
 import { decodeAt, decodeBody } from "../Decode.js"
-import { Quota } from "../../services/Quota.js"
+import { Quota, type BudgetSpend } from "../../services/Quota.js"
 import type { RuntimeKeyInfo } from "../../services/KeyStoreSql.js"
 import { makeOwnAuth } from "./Usage.js"
 
@@ -79,6 +79,17 @@ const decodeCreate = decodeBody(CreateBody)
 const decodePatch = decodeBody(PatchBody)
 
 const iso = (ms: number) => new Date(ms).toISOString()
+
+/** A budget's spending as the admin routes show it. */
+const shownSpend = (spend: ReadonlyArray<BudgetSpend>) =>
+  spend.map((b) => ({
+    ...(b.usd !== undefined ? { usd: b.usd } : { tokens: b.tokens }),
+    per: b.per,
+    limit: b.limit,
+    used: b.used,
+    reserved: b.reserved,
+    period_end: b.periodEnd !== undefined ? iso(b.periodEnd) : null
+  }))
 
 export const adminRoutes = Effect.gen(function* () {
   const config = yield* Settings
@@ -158,17 +169,7 @@ export const adminRoutes = Effect.gen(function* () {
 
   /** The key with its spending per budget: used, reserved, limit and the end of the period. */
   const withSpend = (k: RuntimeKeyInfo) =>
-    Effect.map(quota.budgets({ keyId: k.id, limits: k.limits }), (spend) => ({
-      ...shown(k),
-      spend: spend.map((b) => ({
-        ...(b.usd !== undefined ? { usd: b.usd } : { tokens: b.tokens }),
-        per: b.per,
-        limit: b.limit,
-        used: b.used,
-        reserved: b.reserved,
-        period_end: b.periodEnd !== undefined ? iso(b.periodEnd) : null
-      }))
-    }))
+    Effect.map(quota.budgets({ keyId: k.id, limits: k.limits }), (spend) => ({ ...shown(k), spend: shownSpend(spend) }))
 
   const live = (ctx: RequestContext) =>
     Effect.gen(function* () {
@@ -209,6 +210,23 @@ export const adminRoutes = Effect.gen(function* () {
       return Reply.json({ id, revoked: true })
     })
 
+  /** Every budget of every app (config) and runtime key, with its spending now: the dashboard's budget panel. */
+  const allBudgets = (ctx: RequestContext) =>
+    Effect.gen(function* () {
+      yield* adminOnly(ctx)
+      const apps: Array<unknown> = []
+      for (const [app, settings] of Object.entries(config.apps)) {
+        if (settings.limits?.budgets === undefined || settings.limits.budgets.length === 0) continue
+        apps.push({ app, budgets: shownSpend(yield* quota.budgets({ app })) })
+      }
+      const runtime: Array<unknown> = []
+      for (const k of yield* orDatabaseUnavailable(keys.listRuntime)) {
+        if (k.limits?.budgets === undefined || k.limits.budgets.length === 0) continue
+        runtime.push({ id: k.id, app: k.app, budgets: shownSpend(yield* quota.budgets({ keyId: k.id, limits: k.limits })) })
+      }
+      return Reply.json({ apps, keys: runtime })
+    })
+
   const byId = (path: string) => {
     const match = /^\/gateway\/admin\/keys\/([A-Za-z0-9_-]{1,64})$/.exec(path)
     return match === null ? undefined : { id: match[1] }
@@ -217,6 +235,7 @@ export const adminRoutes = Effect.gen(function* () {
   const routes: ReadonlyArray<Route> = [
     { method: "GET", path: "/gateway/admin/keys", auth: "public", handler: list, label: "gateway.admin.keys.list" },
     { method: "POST", path: "/gateway/admin/keys", auth: "public", handler: create, label: "gateway.admin.keys.create" },
+    { method: "GET", path: "/gateway/admin/budgets", auth: "public", handler: allBudgets, label: "gateway.admin.budgets" },
     { method: "GET", path: byId, template: "/gateway/admin/keys/{id}", auth: "public", handler: get, label: "gateway.admin.keys.get" },
     { method: "PATCH", path: byId, template: "/gateway/admin/keys/{id}", auth: "public", handler: patch, label: "gateway.admin.keys.update" },
     { method: "DELETE", path: byId, template: "/gateway/admin/keys/{id}", auth: "public", handler: revoke, label: "gateway.admin.keys.revoke" }
