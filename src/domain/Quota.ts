@@ -45,6 +45,7 @@ export interface Check {
   readonly scope: string
   /** the limit as configured: `requestsPerMinute`, `budgets[1] (usd 100 per month)` */
   readonly name: string
+  /** in the counter's unit: calls, tokens, nano-USD */
   readonly limit: number
   /** reserved while the call runs */
   readonly amount: number
@@ -70,15 +71,16 @@ export const settled = (kind: Kind, taken: Taken): number => {
     case "budgetTokens":
       return taken.tokens
     case "usd":
-      return taken.usd ?? 0
+      return nanoUsd(taken.usd ?? 0)
   }
 }
 
-/** Counts are whole numbers; USD are not. */
-export const integral = (kind: Kind): boolean => kind !== "usd"
+/** USD are counted in whole nano-USD: every counter holds whole numbers, so sums are exact. */
+export const NANO = 1e9
+export const nanoUsd = (usd: number): number => Math.round(usd * NANO)
 
 /** The least a check needs left to admit a call: its amount, and something in any case. */
-const need = (check: Check): number => Math.max(check.amount, integral(check.kind) ? 1 : 1e-9)
+const need = (check: Check): number => Math.max(check.amount, 1)
 
 /** What a call estimates it takes before it runs. */
 export interface Estimate {
@@ -112,8 +114,8 @@ export const checksOf = (scope: { readonly id: string; readonly label: string },
       kind: usd ? "usd" : "budgetTokens",
       scope: scope.label,
       name,
-      limit: usd ? (budget.usd as number) : (budget.tokens as number),
-      amount: usd ? est().usd : est().tokens,
+      limit: usd ? nanoUsd(budget.usd as number) : (budget.tokens as number),
+      amount: usd ? Math.ceil(est().usd * NANO) : est().tokens,
       resetAt: period.end
     })
   })

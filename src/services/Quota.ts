@@ -3,7 +3,7 @@ import * as os from "node:os"
 import { randomBytes } from "node:crypto"
 import { Settings, type TrafficLimits } from "../Config.js"
 import { Errors, type GatewayError } from "../domain/Errors.js"
-import { allChecks, type Check, type Estimate, integral, Ledger, type RateLimitView, type Taken, viewOf } from "../domain/Quota.js"
+import { allChecks, type Check, type Estimate, Ledger, NANO, type RateLimitView, type Taken, viewOf } from "../domain/Quota.js"
 import { KeyStore } from "./KeyStore.js"
 import { Log } from "./Log.js"
 import { makeQuotaPool, memoryPool, type QuotaPool, type QuotaUnavailable } from "./QuotaPool.js"
@@ -93,7 +93,7 @@ export class Quota extends Context.Tag("gateway/Quota")<
         const entry = ledger.entry(check)
         // what the pool granted is recorded here whatever happens to the caller
         return Effect.uninterruptible(
-          pool.take({ key: check.key, limit: check.limit, want, integral: integral(check.kind), keepUntil: entry.keepUntil, now }).pipe(
+          pool.take({ key: check.key, limit: check.limit, want, keepUntil: entry.keepUntil, now }).pipe(
             Effect.tap(({ grant, others }) => Effect.sync(() => ledger.granted(check, want, grant, others, now))),
             Effect.asVoid,
             Effect.onExit((exit) => Effect.zipRight(Effect.sync(() => taking.delete(check.key)), Deferred.done(done, exit)))
@@ -168,12 +168,14 @@ export class Quota extends Context.Tag("gateway/Quota")<
             const budget = limits?.budgets?.[i]
             const entry = ledger.entries.get(check.key)
             const counter = counters.get(check.key)
+            const unit = check.kind === "usd" ? NANO : 1
+            const limit = check.limit / unit
             return {
-              ...(check.kind === "usd" ? { usd: check.limit } : { tokens: check.limit }),
+              ...(check.kind === "usd" ? { usd: limit } : { tokens: limit }),
               per: budget?.per ?? "total",
-              limit: check.limit,
-              used: round6((counter?.used ?? 0) + (entry?.spent ?? 0)),
-              reserved: round6((entry?.inFlight ?? 0) + (counter?.leasedByOthers ?? 0)),
+              limit,
+              used: round6(((counter?.used ?? 0) + (entry?.spent ?? 0)) / unit),
+              reserved: round6(((entry?.inFlight ?? 0) + (counter?.leasedByOthers ?? 0)) / unit),
               ...(Number.isFinite(check.resetAt) ? { periodEnd: check.resetAt } : {})
             }
           })

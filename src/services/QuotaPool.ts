@@ -21,8 +21,6 @@ export interface TakeRequest {
   readonly limit: number
   /** what the caller needs at least (granted when what remains allows) */
   readonly want: number
-  /** whole numbers only (counts, not USD) */
-  readonly integral: boolean
   /** epoch ms after which the counter can be forgotten (Infinity: never) */
   readonly keepUntil: number
   readonly now: number
@@ -151,8 +149,7 @@ export const makeQuotaPool = (options: {
             if (free > 0) {
               // a share of what remains, so that a busy replica comes back rarely; split among the owners
               const share = free / (2 * (row.owners + 1))
-              grant = Math.min(free, Math.max(request.want, request.integral ? Math.ceil(share) : share))
-              if (request.integral) grant = Math.floor(grant)
+              grant = Math.floor(Math.min(free, Math.max(request.want, Math.ceil(share))))
             }
             if (grant > 0) yield* grow({ replica: owner, key: request.key, amount: grant, expires_at: request.now + options.leaseTtlMs })
             return { grant, others: row.used + row.others }
@@ -213,8 +210,7 @@ export const memoryPool = () => {
         let grant = 0
         if (free > 0) {
           const share = free / (2 * (owners + 1))
-          grant = Math.min(free, Math.max(request.want, request.integral ? Math.ceil(share) : share))
-          if (request.integral) grant = Math.floor(grant)
+          grant = Math.floor(Math.min(free, Math.max(request.want, Math.ceil(share))))
         }
         if (grant > 0) leasesOf(request.key).set(owner, { amount: mine + grant, expiresAt: request.now + leaseTtlMs })
         return { grant, others: u + others }
