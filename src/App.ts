@@ -33,6 +33,7 @@ import { ProviderClient } from "./services/ProviderClient.js"
 import { RemoteFiles } from "./services/RemoteFiles.js"
 import { ResponseStore } from "./services/ResponseStore.js"
 import { UsageLog } from "./services/Usage.js"
+import { UsageRetention } from "./services/UsageRetention.js"
 import { databaseLayer } from "./sql/Database.js"
 import { Replicas } from "./services/Replicas.js"
 import { Quota } from "./services/Quota.js"
@@ -60,13 +61,15 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const providerClient = providers ?? ProviderClient.layer(config.providers).pipe(Layer.provide(factoriesLayer(config)))
   const usage = UsageLog.layer(config.usage.enabled).pipe(Layer.provide(Layer.merge(database, base)))
   const quota = Quota.layer.pipe(Layer.provide(Layer.merge(database, base)))
+  // old raw rows are rolled up even with accounting off: storage stays bounded
+  const retention = UsageRetention.layer(config.usage.retentionDays).pipe(Layer.provide(Layer.merge(database, base)))
   const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage, quota)))
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const fileStore = FileStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const itemMemory = ItemMemory.layer().pipe(Layer.provide(Layer.merge(database, base)))
   const remoteFiles = RemoteFiles.layer.pipe(Layer.provide(settings))
   const replicas = Replicas.layer.pipe(Layer.provide(Layer.merge(database, base)))
-  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, responseStore, fileStore, itemMemory, remoteFiles, replicas, quota)
+  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, retention, responseStore, fileStore, itemMemory, remoteFiles, replicas, quota)
 }
 
 /** Every route of the gateway: the table the router is built from and the discovery page lists. */

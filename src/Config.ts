@@ -176,9 +176,17 @@ export const GatewayConfig = Schema.Struct({
   maxChoices: Schema.optionalWith(PositiveInt, { exact: true, default: () => 1 }),
   requestTimeoutMs: Schema.optionalWith(PositiveInt, { exact: true, default: () => 600_000 }),
   concurrency: Schema.optionalWith(PositiveInt, { exact: true, default: () => 256 }),
-  usage: Schema.optionalWith(Schema.Struct({ enabled: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }) }), {
-    exact: true, default: () => ({ enabled: true })
-  }),
+  usage: Schema.optionalWith(
+    Schema.Struct({
+      enabled: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }),
+      /**
+       * days of raw usage rows kept: older whole UTC days are rolled up per hour, app, key, user
+       * and model (UsageRetention.ts) and their rows deleted; absent: raw rows are kept forever
+       */
+      retentionDays: optionalExact(PositiveInt)
+    }),
+    { exact: true, default: () => ({ enabled: true }) }
+  ),
   sessions: Schema.optionalWith(Schema.Struct({ maxAgeDays: optionalExact(NonNegativeInt) }), { exact: true, default: () => ({}) }),
   dropUnsupportedParams: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => true }),
   reasoningOutput: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => false }),

@@ -261,7 +261,8 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
       const anyOfApp = SqlSchema.findOne({
         Request: Schema.String,
         Result: Schema.Struct({ found: Schema.Number }),
-        execute: (app) => sql`SELECT 1 AS found FROM usage WHERE app = ${app} LIMIT 1`
+        // rolled-up usage (usage.retentionDays) counts as recorded usage too
+        execute: (app) => sql`SELECT 1 AS found FROM usage WHERE app = ${app} UNION ALL SELECT 1 AS found FROM usage_rollups WHERE app = ${app} LIMIT 1`
       })
       const hasApp = (app: string) =>
         pending.some((r) => r.app === app) ? Effect.succeed(true) : anyOfApp(app).pipe(Effect.map(Option.isSome), Effect.mapError(toGatewayError))

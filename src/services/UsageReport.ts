@@ -9,6 +9,11 @@ import { Effect, type ParseResult, Schema } from "effect"
  * over millions of rows holds only its groups in memory. The same SQL on both backends except the
  * percentiles: PostgreSQL's `percentile_disc`, SQLite's window functions picking the row at the
  * same rank.
+ *
+ * With `usage.retentionDays` the raw rows of old days are rolled up (UsageRetention.ts): every sum
+ * reads the raw rows and the rollups together (UNION ALL), so totals, per-day, hourly and top-user
+ * figures are the same before and after a sweep. Percentiles cannot be computed from sums: they
+ * cover the raw rows only (null for a group whose rows are all rolled up).
  */
 
 export interface UsageFilter {
@@ -67,6 +72,11 @@ export const noPercentiles: Percentiles = { p50: null, p90: null, p99: null }
 
 const TOP_USERS = 20
 const HOUR_MS = 3_600_000
+
+/** The model a usage row's call is counted on: the one that answered, else the one asked for. */
+export const MODEL_OF_ROW = "COALESCE(model, requested_model)"
+/** A usage row's UTC hour, in hours since the epoch (floor division, whatever the sign). */
+export const HOUR_OF_ROW = `(time - ((time % ${HOUR_MS}) + ${HOUR_MS}) % ${HOUR_MS}) / ${HOUR_MS}`
 
 const Filter = Schema.Struct({ from: Schema.String, to: Schema.String, app: Schema.optional(Schema.String), user: Schema.optional(Schema.String) })
 
@@ -146,41 +156,55 @@ export const makeReport = Effect.gen(function* () {
 
   const where = (f: typeof Filter.Encoded) =>
     sql`WHERE day >= ${f.from} AND day <= ${f.to}${f.app !== undefined ? sql` AND app = ${f.app}` : sql``}${f.user !== undefined ? sql` AND "user" = ${f.user}` : sql``}`
-  const sums = sql`COUNT(*) AS requests, SUM(CASE WHEN status <> 'ok' THEN 1 ELSE 0 END) AS errors,
+  // a failed call is counted on the model it asked for
+  const model = sql.literal(MODEL_OF_ROW)
+
+  /**
+   * The rows of a filter as one relation `u` of partial sums: a raw row is one call, a rollup row
+   * the sums of many. `key` is the group key as read from each table; `extra` narrows both.
+   */
+  const rowsOf = (f: typeof Filter.Encoded, key: { readonly raw: string; readonly rollup: string }, extra = "") => sql`(
+      SELECT ${sql.literal(key.raw)}, 1 AS requests, CASE WHEN status <> 'ok' THEN 1 ELSE 0 END AS errors,
+        input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
+        cost_usd, CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END AS unpriced_calls, time AS first_time, id AS first_id
+      FROM usage ${where(f)}${sql.literal(extra)}
+      UNION ALL
+      SELECT ${sql.literal(key.rollup)}, requests, errors,
+        input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
+        cost_usd, unpriced_calls, first_time, first_id
+      FROM usage_rollups ${where(f)}${sql.literal(extra)}
+    ) u`
+  const sums = sql`SUM(requests) AS requests, SUM(errors) AS errors,
     SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(cache_read_tokens) AS cache_read_tokens,
     SUM(cache_write_tokens) AS cache_write_tokens, SUM(reasoning_tokens) AS reasoning_tokens,
-    SUM(cost_usd) AS cost_usd, SUM(CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END) AS unpriced_calls, MIN(time) AS first_time, MIN(id) AS first_id`
-  // a failed call is counted on the model it asked for
-  const model = sql`COALESCE(model, requested_model)`
-  // floor division, whatever the sign
-  const hour = sql.literal(`(time - ((time % ${HOUR_MS}) + ${HOUR_MS}) % ${HOUR_MS}) / ${HOUR_MS}`)
+    SUM(cost_usd) AS cost_usd, SUM(unpriced_calls) AS unpriced_calls, MIN(first_time) AS first_time, MIN(first_id) AS first_id`
 
   const dayModels = SqlSchema.findAll({
     Request: Filter,
     Result: DayModelRow,
-    execute: (f) => sql`SELECT day, ${model} AS model, ${sums} FROM usage ${where(f)} GROUP BY day, ${model}`
+    execute: (f) => sql`SELECT day, model, ${sums} FROM ${rowsOf(f, { raw: `day, ${MODEL_OF_ROW} AS model`, rollup: "day, model" })} GROUP BY day, model`
   })
   const dayApps = SqlSchema.findAll({
     Request: Filter,
     Result: DayAppRow,
-    execute: (f) => sql`SELECT day, app, ${sums} FROM usage ${where(f)} GROUP BY day, app`
+    execute: (f) => sql`SELECT day, app, ${sums} FROM ${rowsOf(f, { raw: "day, app", rollup: "day, app" })} GROUP BY day, app`
   })
   const dayKeys = SqlSchema.findAll({
     Request: Filter,
     Result: DayKeyRow,
-    execute: (f) => sql`SELECT day, key_id, ${sums} FROM usage ${where(f)} GROUP BY day, key_id`
+    execute: (f) => sql`SELECT day, key_id, ${sums} FROM ${rowsOf(f, { raw: "day, key_id", rollup: "day, key_id" })} GROUP BY day, key_id`
   })
   const hours = SqlSchema.findAll({
     Request: Filter,
     Result: HourRow,
-    execute: (f) => sql`SELECT ${hour} AS hour, ${sums} FROM usage ${where(f)} GROUP BY ${hour}`
+    execute: (f) => sql`SELECT hour, ${sums} FROM ${rowsOf(f, { raw: `${HOUR_OF_ROW} AS hour`, rollup: "hour" })} GROUP BY hour`
   })
   const users = SqlSchema.findAll({
     Request: Filter,
     Result: UserRow,
     execute: (f) =>
-      sql`SELECT "user" AS name, ${sums} FROM usage ${where(f)} AND "user" IS NOT NULL
-        GROUP BY "user" ORDER BY requests DESC, first_time, first_id LIMIT ${sql.literal(String(TOP_USERS))}`
+      sql`SELECT name, ${sums} FROM ${rowsOf(f, { raw: `"user" AS name`, rollup: `"user" AS name` }, ` AND "user" IS NOT NULL`)}
+        GROUP BY name ORDER BY requests DESC, first_time, first_id LIMIT ${sql.literal(String(TOP_USERS))}`
   })
 
   const QUANTILES = [["50", "0.5"], ["90", "0.9"], ["99", "0.99"]] as const
@@ -231,7 +255,7 @@ export const makeReport = Effect.gen(function* () {
     execute: (f) =>
       sql.onDialectOrElse({
         pg: () => sql`SELECT day, ${model} AS model, ${pgPercentiles("latency_ms", "p")} FROM usage ${where(f)} GROUP BY day, ${model}`,
-        orElse: () => sqlitePercentiles(f, "latency_ms", "p", [["day", "day"], ["COALESCE(model, requested_model)", "model"]])
+        orElse: () => sqlitePercentiles(f, "latency_ms", "p", [["day", "day"], [MODEL_OF_ROW, "model"]])
       })
   })
 

@@ -23,6 +23,7 @@ import uploads from "./migrations/0012_uploads.js"
 import usageIndexes from "./migrations/0013_usage_indexes.js"
 import usageCost from "./migrations/0014_usage_cost.js"
 import keysExpiry from "./migrations/0015_keys_expiry.js"
+import usageRollups from "./migrations/0016_usage_rollups.js"
 import quota from "./migrations/0017_quota.js"
 import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
@@ -48,6 +49,7 @@ const migrations = Migrator.fromRecord({
   "0013_usage_indexes": usageIndexes,
   "0014_usage_cost": usageCost,
   "0015_keys_expiry": keysExpiry,
+  "0016_usage_rollups": usageRollups,
   "0017_quota": quota
 })
 

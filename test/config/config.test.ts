@@ -367,6 +367,15 @@ describe("decodeConfig: problems", () => {
     expectExactlyPaths(problems, ["providers.p.price.input", "providers.p.price.output", "providers.p.models.m.price.cacheRead"])
   })
 
+  it("usage.retentionDays: a positive whole number of days, absent by default (raw rows kept forever)", () => {
+    expect(ok(decodeConfig({ usage: { retentionDays: 90 } }, {})).usage).toEqual({ enabled: true, retentionDays: 90 })
+    expect(ok(decodeConfig({ usage: { enabled: false, retentionDays: 1 } }, {})).usage).toEqual({ enabled: false, retentionDays: 1 })
+    expect(ok(decodeConfig({ usage: {} }, {})).usage).not.toHaveProperty("retentionDays")
+    const yaml = parseConfigText("gateway.yaml", "usage:\n  retentionDays: 30\n")
+    expect(Either.isRight(yaml) && ok(decodeConfig(yaml.right, {})).usage.retentionDays).toBe(30)
+    for (const retentionDays of [0, -3, 1.5, "30", null]) expectExactlyPaths(problemsOf(decodeConfig({ usage: { retentionDays } }, {})), ["usage.retentionDays"])
+  })
+
   it("problems never contain a resolved secret", () => {
     const env = { ADMIN: "tiny", OPENAI_KEY: "sk-never-print-me-0123456789", TEAM: "team-secret-0123456789" }
     const problems = problemsOf(

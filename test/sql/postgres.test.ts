@@ -23,7 +23,7 @@ describe.skipIf(!hasPostgres)("PostgreSQL backend: start", () => {
   it("replicas started together migrate once, under the advisory lock, and none fails", async () => {
     const start = () => Effect.runPromise(Effect.scoped(Effect.flatMap(Layer.build(postgresDatabaseLayer(db.redacted, 2)), (ctx) => Effect.provide(tables, ctx))))
     const all = await Promise.all([start(), start(), start(), start()])
-    for (const names of all) expect(names).toEqual(expect.arrayContaining(["effect_sql_migrations", "files", "replicas", "responses", "runtime_keys", "usage"]))
+    for (const names of all) expect(names).toEqual(expect.arrayContaining(["effect_sql_migrations", "files", "replicas", "responses", "runtime_keys", "usage", "usage_rollups"]))
     const migrations = await Effect.runPromise(
       Effect.scoped(
         Effect.flatMap(Layer.build(postgresDatabaseLayer(db.redacted, 1)), (ctx) =>
@@ -35,7 +35,7 @@ describe.skipIf(!hasPostgres)("PostgreSQL backend: start", () => {
       )
     )
     // each migration of the list ran once
-    expect(migrations.map((m) => m.migration_id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17])
+    expect(migrations.map((m) => m.migration_id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17])
   })
 
   it("an unreachable server fails after the retry window with one message naming the host only", async () => {
