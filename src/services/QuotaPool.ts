@@ -84,18 +84,19 @@ export const makeQuotaPool = (options: {
       Request: Schema.Struct({ key: Schema.String, keep_until: Schema.Number }),
       execute: (row) => sql`INSERT INTO quota_counters (key, used, keep_until) VALUES (${row.key}, 0, ${row.keep_until}) ON CONFLICT (key) DO NOTHING`
     })
-    // the counter row is locked until the commit (PostgreSQL); SQLite runs one transaction at a time
-    const lock = SqlSchema.single({
+    // the counter row is locked until the commit (PostgreSQL; SQLite runs one transaction at a time).
+    // The sums are read by a statement of their own, after the lock: a statement that waited for
+    // the lock would read the leases as they were before the transaction it waited for
+    const lockRow = SqlSchema.void({ Request: Schema.String, execute: (key) => sql`SELECT used FROM quota_counters WHERE key = ${key} FOR UPDATE` })
+    const sums = SqlSchema.single({
       Request: Schema.Struct({ key: Schema.String, now: Schema.Number }),
       Result: Locked,
-      execute: ({ key, now }) => {
-        const select = sql`SELECT c.used AS used,
+      execute: ({ key, now }) =>
+        sql`SELECT c.used AS used,
             (SELECT COALESCE(SUM(l.amount), 0) FROM quota_leases l WHERE l.key = c.key AND l.replica <> ${owner} AND l.expires_at > ${now}) AS others,
             (SELECT COALESCE(SUM(l.amount), 0) FROM quota_leases l WHERE l.key = c.key AND l.replica = ${owner}) AS mine,
             (SELECT COUNT(*) FROM quota_leases l WHERE l.key = c.key AND l.replica <> ${owner} AND l.expires_at > ${now} AND l.amount > 0) AS owners
           FROM quota_counters c WHERE c.key = ${key}`
-        return postgres ? sql`${select} FOR UPDATE OF c` : select
-      }
     })
     const grow = SqlSchema.void({
       Request: Schema.Struct({ replica: Schema.String, key: Schema.String, amount: Schema.Number, expires_at: Schema.Number }),
@@ -143,7 +144,8 @@ export const makeQuotaPool = (options: {
         inTransaction(
           Effect.gen(function* () {
             yield* ensure({ key: request.key, keep_until: keepOf(request.keepUntil) })
-            const row = yield* lock({ key: request.key, now: request.now })
+            if (postgres) yield* lockRow(request.key)
+            const row = yield* sums({ key: request.key, now: request.now })
             const free = request.limit - row.used - row.others - row.mine
             let grant = 0
             if (free > 0) {

@@ -1,0 +1,102 @@
+/**
+ * Limits and budgets hold for an app as a whole on two replicas of one PostgreSQL database
+ * (issue 17): 64 concurrent clients of one app, alternating between the replicas, at ten times its
+ * requestsPerMinute get at most the limit admitted in the window (plus at most one per replica);
+ * a token budget is overshot by at most the calls admitted when it ran out; once everything is
+ * over nothing stays reserved, and the spend each replica reports is the same.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startGateway, type TestGateway } from "../support/Gateway.js"
+import { freshDatabase, hasPostgres, type TestDatabase } from "../support/Postgres.js"
+import { ADMIN, chat, get, parse, pollUntil, sleep, type Json } from "./helpers.js"
+
+const FLOOD_KEY = "sk-replicas-flood-0123456789"
+const BUDGET_KEY = "sk-replicas-budget-0123456789"
+const RPM = 60
+const CLIENTS = 64
+const TOKEN_BUDGET = 2000
+/** what each budget call takes: `::usage 5 50` */
+const PER_CALL = 55
+/** what each budget call reserves at most: its input estimate (a few tokens) and max_tokens 60 */
+const RESERVE_MAX = 80
+
+describe.skipIf(!hasPostgres)("limits and budgets across two replicas", () => {
+  let db: TestDatabase
+  let a: TestGateway
+  let b: TestGateway
+  beforeAll(async () => {
+    db = await freshDatabase()
+    const document = {
+      adminKey: ADMIN,
+      providers: { mock: { type: "mock" } },
+      keys: [
+        { key: FLOOD_KEY, app: "flood" },
+        { key: BUDGET_KEY, app: "budget" }
+      ],
+      apps: {
+        flood: { limits: { requestsPerMinute: RPM } },
+        budget: { limits: { budgets: [{ tokens: TOKEN_BUDGET, per: "total" }] } }
+      },
+      database: { url: db.url, poolSize: 4 }
+    }
+    a = await startGateway({ ...document, replicaId: "a" })
+    b = await startGateway({ ...document, replicaId: "b" })
+  })
+  afterAll(async () => {
+    await a?.close()
+    await b?.close()
+    await db?.drop()
+  })
+
+  it(`64 clients at 10x requestsPerMinute admit at most the limit (+1 per replica) in the window`, async () => {
+    // the whole flood in one minute window
+    const left = 60_000 - (Date.now() % 60_000)
+    if (left < 20_000) await sleep(left + 50)
+    const window = Math.floor(Date.now() / 60_000)
+    let sent = 0
+    const statuses: Array<number> = []
+    const client = async (i: number) => {
+      while (sent < RPM * 10) {
+        sent++
+        const r = await chat(i % 2 === 0 ? a : b, FLOOD_KEY, "mock/echo")
+        statuses.push(r.status)
+        if (r.status === 429) expect((parse(r).error as Json).code).toBe("rate_limit_exceeded")
+      }
+    }
+    await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i)))
+    expect(Math.floor(Date.now() / 60_000), "the flood ran past its window").toBe(window)
+    const admitted = statuses.filter((s) => s === 200).length
+    const refused = statuses.filter((s) => s === 429).length
+    expect(admitted + refused).toBe(RPM * 10)
+    // the README's bound is the limit plus one per replica; requests are leased whole, so it is exact
+    expect(admitted).toBeLessThanOrEqual(RPM)
+    // the replicas share the limit rather than starve each other for good
+    expect(admitted).toBeGreaterThanOrEqual(RPM / 2)
+    console.log(`cross-replica: ${admitted} admitted, ${refused} refused, limit ${RPM} per minute, 2 replicas, ${CLIENTS} clients`)
+  }, 60_000)
+
+  it("a token budget is overshot by at most the calls admitted when it ran out; nothing stays reserved", async () => {
+    let admitted = 0
+    let spentOut = 0
+    const client = async (i: number) => {
+      for (;;) {
+        const r = await chat(i % 2 === 0 ? a : b, BUDGET_KEY, "mock/echo", { max_tokens: 60, messages: [{ role: "user", content: "::usage 5 50\nhi" }] })
+        if (r.status === 200) admitted++
+        else {
+          expect(r.status).toBe(429)
+          expect((parse(r).error as Json).code).toBe("insufficient_quota")
+          if (++spentOut >= 20) return
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: 16 }, (_, i) => client(i)))
+    expect(admitted * PER_CALL).toBeGreaterThan(TOKEN_BUDGET - RESERVE_MAX * 2)
+    expect(admitted * PER_CALL).toBeLessThanOrEqual(TOKEN_BUDGET + 2 * PER_CALL)
+    // both replicas report the same spend once their writes ran, and nothing reserved
+    const spendOn = async (gw: TestGateway) => ((parse(await get(gw, "/gateway/admin/budgets", ADMIN)).apps as Array<Json>)[0].budgets as Array<Json>)[0]
+    const settled = (s: Json) => s.used === admitted * PER_CALL && s.reserved === 0
+    expect(await pollUntil(() => spendOn(a), settled, 5000)).toMatchObject({ used: admitted * PER_CALL, reserved: 0 })
+    expect(await pollUntil(() => spendOn(b), settled, 5000)).toMatchObject({ used: admitted * PER_CALL, reserved: 0 })
+    console.log(`cross-replica budget: ${admitted} calls x ${PER_CALL} tokens = ${admitted * PER_CALL} of ${TOKEN_BUDGET}`)
+  }, 60_000)
+})
