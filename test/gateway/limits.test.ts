@@ -241,3 +241,43 @@ describe("the budgets of every app and key", () => {
     expect((await get(gw, "/gateway/admin/budgets", KEY)).status).toBe(403)
   })
 })
+
+describe("reservations settle with real usage however a call ends", () => {
+  let gw: TestGateway
+  beforeAll(async () => {
+    gw = await startGateway({
+      adminKey: ADMIN,
+      keys: [{ key: KEY, app: "team" }],
+      providers: { mock: { type: "mock" }, dead: { type: "openai", baseUrl: "http://127.0.0.1:1" } },
+      aliases: { fallback: { targets: ["dead/model", "mock/echo"] } },
+      apps: { team: { limits: { budgets: [{ tokens: 1_000_000, per: "total" }] } } }
+    })
+  })
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  const spend = async () => ((parse(await get(gw, "/gateway/admin/budgets", ADMIN)).apps as Array<Json>)[0].budgets as Array<Json>)[0]
+  const settledAt = (used: number) => pollUntil(spend, (s) => s.used === used && s.reserved === 0, 5000)
+
+  it("an upstream failure before output takes nothing; after output, what it produced; a fallback, the target that answered", async () => {
+    const before = await chat(gw, KEY, "mock/echo", user("::error server_error\nhi"))
+    expect(before.status).toBe(502)
+    expect(await settledAt(0)).toMatchObject({ used: 0, reserved: 0 })
+
+    const viaFallback = await chat(gw, KEY, "fallback", user("::usage 10 5\nhi"))
+    expect(viaFallback.status).toBe(200)
+    expect(await settledAt(15)).toMatchObject({ used: 15, reserved: 0 })
+
+    const after = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { ...bearer(KEY), ...jsonType },
+      body: JSON.stringify({ model: "mock/echo", stream: true, stream_options: { include_usage: true }, ...user("::usage 20 7\n::error server_error after\nhi") })
+    })
+    expect(after.status).toBe(200)
+    await after.text()
+    const settled = await pollUntil(spend, (s) => s.reserved === 0 && (s.used as number) >= 15, 5000)
+    // what the failed stream reported before failing is what it took: the mock fails before its usage event, so nothing
+    expect(settled.used).toBe(15)
+  })
+})
