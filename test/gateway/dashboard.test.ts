@@ -5,19 +5,16 @@
  * key and must show status, charts per model and app, top users and runtime keys, all drawn from
  * the JSON routes, under a CSP that admits nothing but the page itself.
  */
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
-import { chromium, type Browser, type Page } from "playwright-core"
+import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { INSTALL_TIMEOUT_MS, openPage } from "../support/Chromium.js"
 import { chatSseChunks, startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 
-const CHROMIUM = "/usr/bin/chromium"
-const INSTALL_TIMEOUT_MS = 8 * 60_000
 const ADMIN = "sk-admin-dashboard-0001"
 const ALPHA = "sk-team-alpha-key-0001"
 const BETA = "sk-team-beta-key-0001"
@@ -25,29 +22,6 @@ const BETA = "sk-team-beta-key-0001"
 const HOSTILE = `<img src=x onerror="window.__pwned=1">`
 const SCREENSHOT = path.join(os.tmpdir(), `gateway-dashboard-${process.pid}.png`)
 const SCRATCHPAD_COPY = fileURLToPath(new URL("../../scratchpad/dashboard.png", import.meta.url))
-
-const execFileAsync = promisify(execFile)
-
-/** Install Debian's chromium when it is missing (root only, bounded); returns the install time in ms. */
-const ensureChromium = async (): Promise<number> => {
-  if (fs.existsSync(CHROMIUM)) return 0
-  if (process.getuid?.() !== 0) {
-    throw new Error(`${CHROMIUM} is missing and this test is not running as root: install it with 'apt-get install -y chromium'`)
-  }
-  const started = Date.now()
-  try {
-    await execFileAsync(
-      "bash",
-      ["-c", "apt-get update && apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=120 chromium"],
-      { env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" }, timeout: INSTALL_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024 }
-    )
-  } catch (error) {
-    const e = error as { message?: string; stderr?: string }
-    throw new Error(`installing chromium with apt-get failed (needed at ${CHROMIUM}): ${e.message ?? String(error)}\n${(e.stderr ?? "").slice(-2000)}`)
-  }
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`apt-get finished but ${CHROMIUM} is still missing`)
-  return Date.now() - started
-}
 
 const chat = (gateway: TestGateway, key: string, model: string, user: string, stream = false) =>
   fetch(`${gateway.url}/v1/chat/completions`, {
@@ -61,12 +35,10 @@ describe("operator dashboard in chromium", () => {
   let gateway: TestGateway
   let browser: Browser
   let page: Page
-  const requested: Array<string> = []
-  const problems: Array<string> = []
+  let requested: Array<string> = []
+  let problems: Array<string> = []
 
   beforeAll(async () => {
-    const installMs = await ensureChromium()
-    if (installMs > 0) console.log(`installed chromium in ${(installMs / 1000).toFixed(1)} s`)
     upstream = await startFakeUpstream()
     gateway = await startGateway({
       adminKey: ADMIN,
@@ -95,15 +67,7 @@ describe("operator dashboard in chromium", () => {
     expect(failing.status).toBe(200)
     expect(await failing.text()).toContain("error")
 
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu"], timeout: 20_000 })
-    page = await browser.newPage({ viewport: { width: 1360, height: 900 } })
-    page.setDefaultTimeout(8_000)
-    page.on("request", (r) => requested.push(r.url()))
-    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`))
-    page.on("console", (m) => {
-      // refused API calls log "Failed to load resource"; anything else (CSP, Trusted Types) is a fault
-      if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) problems.push(m.text())
-    })
+    ;({ browser, page, requested, problems } = await openPage())
   }, INSTALL_TIMEOUT_MS + 60_000)
 
   afterAll(async () => {
