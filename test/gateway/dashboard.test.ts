@@ -3,7 +3,8 @@
  * playwright-core. A gateway with an admin key, two apps, a fake chat-completions upstream and the
  * mock provider gets some traffic (one call fails upstream); the page then signs in with the admin
  * key and must show status, charts per model and app, top users and runtime keys, all drawn from
- * the JSON routes, under a CSP that admits nothing but the page itself.
+ * the JSON routes, under a CSP that admits nothing but the page itself. No model has a price here,
+ * so every cost shows as unknown; dashboard-cost.test.ts has the priced calls and the budgets.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -158,6 +159,15 @@ describe("operator dashboard in chromium", () => {
     expect(await page.evaluate<unknown>("window.__pwned")).toBeUndefined()
     const smart = page.locator("#models-table tbody tr", { hasText: "up/gpt-smart" })
     expect(await smart.locator("td").nth(3).textContent()).toBe("33%")
+    // no provider here has a price: every cost is unknown (never $0), counted as unpriced calls
+    expect(await smart.locator("td").nth(6).textContent()).toBe("unknown")
+    expect(await smart.locator("td").nth(7).textContent()).toBe("3")
+    expect(await page.locator("#usage-stats").textContent()).toContain("Costunknown9 unpriced calls: cost unknown")
+    expect(await page.locator("#cost-chart rect.bar").count()).toBe(0)
+    expect(await page.locator("#cost-chart rect.unknown").count()).toBeGreaterThan(0)
+    expect(await page.locator("#cost-chart").textContent()).toContain("Only unpriced calls in this range: cost unknown")
+    for (const id of ["#usage-stats", "#models-table", "#apps-table", "#cost-note"]) expect(await page.locator(id).textContent()).not.toContain("$")
+    await expect.poll(() => page.locator("#budgets-table tbody").textContent()).toContain("No budgets")
     for (const app of ["team-alpha", "team-beta"]) {
       expect(await page.locator("#apps-legend").textContent()).toContain(app)
       expect(await page.locator(`#apps-chart rect.bar[data-series="${app}"]`).count()).toBe(1)
