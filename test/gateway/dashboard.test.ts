@@ -3,21 +3,19 @@
  * playwright-core. A gateway with an admin key, two apps, a fake chat-completions upstream and the
  * mock provider gets some traffic (one call fails upstream); the page then signs in with the admin
  * key and must show status, charts per model and app, top users and runtime keys, all drawn from
- * the JSON routes, under a CSP that admits nothing but the page itself.
+ * the JSON routes, under a CSP that admits nothing but the page itself. No model has a price here,
+ * so every cost shows as unknown; dashboard-cost.test.ts has the priced calls and the budgets.
  */
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
-import { chromium, type Browser, type Page } from "playwright-core"
+import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { INSTALL_TIMEOUT_MS, openPage } from "../support/Chromium.js"
 import { chatSseChunks, startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 
-const CHROMIUM = "/usr/bin/chromium"
-const INSTALL_TIMEOUT_MS = 8 * 60_000
 const ADMIN = "sk-admin-dashboard-0001"
 const ALPHA = "sk-team-alpha-key-0001"
 const BETA = "sk-team-beta-key-0001"
@@ -25,29 +23,6 @@ const BETA = "sk-team-beta-key-0001"
 const HOSTILE = `<img src=x onerror="window.__pwned=1">`
 const SCREENSHOT = path.join(os.tmpdir(), `gateway-dashboard-${process.pid}.png`)
 const SCRATCHPAD_COPY = fileURLToPath(new URL("../../scratchpad/dashboard.png", import.meta.url))
-
-const execFileAsync = promisify(execFile)
-
-/** Install Debian's chromium when it is missing (root only, bounded); returns the install time in ms. */
-const ensureChromium = async (): Promise<number> => {
-  if (fs.existsSync(CHROMIUM)) return 0
-  if (process.getuid?.() !== 0) {
-    throw new Error(`${CHROMIUM} is missing and this test is not running as root: install it with 'apt-get install -y chromium'`)
-  }
-  const started = Date.now()
-  try {
-    await execFileAsync(
-      "bash",
-      ["-c", "apt-get update && apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=120 chromium"],
-      { env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" }, timeout: INSTALL_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024 }
-    )
-  } catch (error) {
-    const e = error as { message?: string; stderr?: string }
-    throw new Error(`installing chromium with apt-get failed (needed at ${CHROMIUM}): ${e.message ?? String(error)}\n${(e.stderr ?? "").slice(-2000)}`)
-  }
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`apt-get finished but ${CHROMIUM} is still missing`)
-  return Date.now() - started
-}
 
 const chat = (gateway: TestGateway, key: string, model: string, user: string, stream = false) =>
   fetch(`${gateway.url}/v1/chat/completions`, {
@@ -61,12 +36,10 @@ describe("operator dashboard in chromium", () => {
   let gateway: TestGateway
   let browser: Browser
   let page: Page
-  const requested: Array<string> = []
-  const problems: Array<string> = []
+  let requested: Array<string> = []
+  let problems: Array<string> = []
 
   beforeAll(async () => {
-    const installMs = await ensureChromium()
-    if (installMs > 0) console.log(`installed chromium in ${(installMs / 1000).toFixed(1)} s`)
     upstream = await startFakeUpstream()
     gateway = await startGateway({
       adminKey: ADMIN,
@@ -95,15 +68,7 @@ describe("operator dashboard in chromium", () => {
     expect(failing.status).toBe(200)
     expect(await failing.text()).toContain("error")
 
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu"], timeout: 20_000 })
-    page = await browser.newPage({ viewport: { width: 1360, height: 900 } })
-    page.setDefaultTimeout(8_000)
-    page.on("request", (r) => requested.push(r.url()))
-    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`))
-    page.on("console", (m) => {
-      // refused API calls log "Failed to load resource"; anything else (CSP, Trusted Types) is a fault
-      if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) problems.push(m.text())
-    })
+    ;({ browser, page, requested, problems } = await openPage())
   }, INSTALL_TIMEOUT_MS + 60_000)
 
   afterAll(async () => {
@@ -194,6 +159,15 @@ describe("operator dashboard in chromium", () => {
     expect(await page.evaluate<unknown>("window.__pwned")).toBeUndefined()
     const smart = page.locator("#models-table tbody tr", { hasText: "up/gpt-smart" })
     expect(await smart.locator("td").nth(3).textContent()).toBe("33%")
+    // no provider here has a price: every cost is unknown (never $0), counted as unpriced calls
+    expect(await smart.locator("td").nth(6).textContent()).toBe("unknown")
+    expect(await smart.locator("td").nth(7).textContent()).toBe("3")
+    expect(await page.locator("#usage-stats").textContent()).toContain("Costunknown9 unpriced calls: cost unknown")
+    expect(await page.locator("#cost-chart rect.bar").count()).toBe(0)
+    expect(await page.locator("#cost-chart rect.unknown").count()).toBeGreaterThan(0)
+    expect(await page.locator("#cost-chart").textContent()).toContain("Only unpriced calls in this range: cost unknown")
+    for (const id of ["#usage-stats", "#models-table", "#apps-table", "#cost-note"]) expect(await page.locator(id).textContent()).not.toContain("$")
+    await expect.poll(() => page.locator("#budgets-table tbody").textContent()).toContain("No budgets")
     for (const app of ["team-alpha", "team-beta"]) {
       expect(await page.locator("#apps-legend").textContent()).toContain(app)
       expect(await page.locator(`#apps-chart rect.bar[data-series="${app}"]`).count()).toBe(1)

@@ -6,8 +6,9 @@ import { Reply, type Route } from "../../http/Route.js"
  * `GET /gateway/dashboard` (spec 4.5; ARCHITECTURE "Dashboard: one HTML page with charts"): one
  * self-contained page for operators. It holds no data, so it is served without a key; the page asks
  * for the admin key, keeps it in `sessionStorage` only and sends it as `Authorization: Bearer` to
- * `/gateway/status`, `/gateway/usage` and `/gateway/admin/keys`. Charts are inline SVG drawn by the
- * page's own script; it loads nothing from elsewhere.
+ * `/gateway/status`, `/gateway/usage`, `/gateway/admin/keys` and `/gateway/admin/budgets`. Charts are
+ * inline SVG drawn by the page's own script; it loads nothing from elsewhere. A cost is shown only as
+ * far as it is known: calls to a model without a price are counted as unpriced, never costed at $0.
  *
  * The Content-Security-Policy admits only the page's own `<style>` and `<script>` (a nonce per
  * response), talks only to this origin, forbids framing, and turns on Trusted Types so that no HTML
@@ -82,7 +83,12 @@ button:disabled{opacity:.55;cursor:default}
 .chart .baseline{stroke:var(--line)}
 .chart .bar:hover{opacity:.8}
 .chart .none{font-size:13px}
-.minibar .track{fill:var(--grid)}
+.minibar .track,.spendbar .track{fill:var(--grid)}
+svg .unknown{fill:none;stroke:var(--muted);stroke-dasharray:2 2}
+.budget .sub{color:var(--muted);font-size:12px;margin-top:2px;white-space:normal}
+.budget td{vertical-align:top}
+table.breakdown th{white-space:normal;vertical-align:bottom}
+.budget .over{color:var(--bad);font-weight:600}
 `
 
 const BODY = `
@@ -138,15 +144,25 @@ const BODY = `
     </div>
 
     <div class="row">
+      <section class="card" id="cost-card"><h2>Cost over time <span class="note" id="cost-note"></span></h2><div class="legend" id="cost-legend"></div><div id="cost-chart"></div></section>
+      <section class="card" id="budgets-card">
+        <h2>Budgets <span class="note">spending in the current period against each limit</span></h2>
+        <div id="budgets-error" class="alert" role="alert" hidden></div>
+        <p id="budgets-admin" class="empty" hidden>Budgets are read with the admin key: sign in with it to see spending against each budget.</p>
+        <div class="scroll" id="budgets-wrap"><table id="budgets-table"><thead><tr><th>Budget</th><th>Spent</th><th>Period ends</th></tr></thead><tbody></tbody></table></div>
+      </section>
+    </div>
+
+    <div class="row">
       <section class="card" id="models-card">
-        <h2>Per model <span class="note">daily, UTC</span><span class="spacer"></span><span class="seg" data-metric-for="models"><button type="button" data-metric="requests" aria-pressed="true">Requests</button><button type="button" data-metric="tokens" aria-pressed="false">Tokens</button></span></h2>
+        <h2>Per model <span class="note">daily, UTC</span><span class="spacer"></span><span class="seg" data-metric-for="models"><button type="button" data-metric="requests" aria-pressed="true">Requests</button><button type="button" data-metric="tokens" aria-pressed="false">Tokens</button><button type="button" data-metric="cost" aria-pressed="false">Cost</button></span></h2>
         <div class="legend" id="models-legend"></div><div id="models-chart"></div>
-        <div class="scroll"><table id="models-table"><thead><tr><th>Model</th><th class="num">Requests</th><th class="num">Errors</th><th class="num">Error rate</th><th class="num">Input tokens</th><th class="num">Output tokens</th></tr></thead><tbody></tbody></table></div>
+        <div class="scroll"><table id="models-table" class="breakdown"><thead><tr><th>Model</th><th class="num">Requests</th><th class="num">Errors</th><th class="num">Error rate</th><th class="num">Input tokens</th><th class="num">Output tokens</th><th class="num">Cost</th><th class="num" title="calls to a model without a price: their cost is unknown">Unpriced</th></tr></thead><tbody></tbody></table></div>
       </section>
       <section class="card" id="apps-card">
-        <h2>Per app <span class="note">daily, UTC</span><span class="spacer"></span><span class="seg" data-metric-for="apps"><button type="button" data-metric="requests" aria-pressed="true">Requests</button><button type="button" data-metric="tokens" aria-pressed="false">Tokens</button></span></h2>
+        <h2>Per app <span class="note">daily, UTC</span><span class="spacer"></span><span class="seg" data-metric-for="apps"><button type="button" data-metric="requests" aria-pressed="true">Requests</button><button type="button" data-metric="tokens" aria-pressed="false">Tokens</button><button type="button" data-metric="cost" aria-pressed="false">Cost</button></span></h2>
         <div class="legend" id="apps-legend"></div><div id="apps-chart"></div>
-        <div class="scroll"><table id="apps-table"><thead><tr><th>App</th><th class="num">Requests</th><th class="num">Errors</th><th class="num">Error rate</th><th class="num">Input tokens</th><th class="num">Output tokens</th></tr></thead><tbody></tbody></table></div>
+        <div class="scroll"><table id="apps-table" class="breakdown"><thead><tr><th>App</th><th class="num">Requests</th><th class="num">Errors</th><th class="num">Error rate</th><th class="num">Input tokens</th><th class="num">Output tokens</th><th class="num">Cost</th><th class="num" title="calls to a model without a price: their cost is unknown">Unpriced</th></tr></thead><tbody></tbody></table></div>
       </section>
     </div>
 
@@ -219,6 +235,17 @@ const SCRIPT = `
   const compact = (n) => fmtCompact.format(n || 0);
   const pct = (rate) => (rate * 100).toFixed(rate > 0 && rate < 0.1 ? 1 : 0) + "%";
   const rate = (t) => (t.requests > 0 ? t.errors / t.requests : 0);
+  const fmtUsd = new Intl.NumberFormat("en", { style: "currency", currency: "USD", minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  const fmtUsdSmall = new Intl.NumberFormat("en", { style: "currency", currency: "USD", maximumSignificantDigits: 3 });
+  const fmtWhen = new Intl.DateTimeFormat("en", { month: "short", day: "numeric", year: "numeric", hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZone: "UTC" });
+  /** cents when they matter, else three significant digits: one call often costs a fraction of a cent */
+  const usd = (n) => (!n ? fmtUsd.format(0) : n >= 0.1 ? fmtUsd.format(n) : fmtUsdSmall.format(n));
+  const usdTick = (n) => (n >= 1000 ? "$" + compact(n) : usd(n));
+  /** a cost as far as it is known: calls without a price have an unknown cost, never shown as $0, so a cost with some is a lower bound */
+  const cost = (t) => (t.unpricedCalls > 0 ? (t.costUsd > 0 ? "≥ " + usd(t.costUsd) : "unknown") : usd(t.costUsd));
+  const share = (f) => (f <= 0 ? "0%" : f < 0.001 ? "<0.1%" : (f * 100).toFixed(f < 0.1 ? 1 : 0) + "%");
+  const zeroTotals = () => ({ requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, unpricedCalls: 0 });
+  const plus = (a, t) => { for (const k of Object.keys(a)) a[k] += t[k] || 0; return a; };
   const bytes = (n) => { const u = ["B", "KB", "MB", "GB", "TB"]; let i = 0; while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; } return (i === 0 ? n : n.toFixed(1)) + " " + u[i]; };
   const ms = (v) => (v === null || v === undefined ? "–" : v >= 1000 ? (v / 1000).toFixed(2) + " s" : Math.round(v) + " ms");
   const duration = (s) => {
@@ -263,9 +290,9 @@ const SCRIPT = `
     clearInterval(state.statusTimer); clearInterval(state.usageTimer);
     state.key = null; state.usage = null;
     sessionStorage.removeItem(STORE);
-    for (const id of ["status-stats", "usage-stats", "requests-chart", "tokens-chart", "models-chart", "apps-chart", "new-secret"]) $(id).replaceChildren();
+    for (const id of ["status-stats", "usage-stats", "requests-chart", "tokens-chart", "cost-chart", "models-chart", "apps-chart", "new-secret"]) $(id).replaceChildren();
     for (const t of document.querySelectorAll("#dash tbody")) t.replaceChildren();
-    show($("new-secret"), false);
+    show($("new-secret"), false); show($("budgets-admin"), false);
     show($("dash"), false); show($("signout"), false); show($("live"), false);
     show($("signin"), true);
     setError($("signin-error"), error || null);
@@ -282,9 +309,10 @@ const SCRIPT = `
       show($("dash"), true); show($("signout"), true);
       renderStatus(status);
       state.statusTimer = setInterval(refreshStatus, STATUS_EVERY_MS);
-      state.usageTimer = setInterval(() => { if (!document.hidden) refreshUsage(); }, USAGE_EVERY_MS);
+      state.usageTimer = setInterval(() => { if (!document.hidden) { refreshUsage(); refreshBudgets(); } }, USAGE_EVERY_MS);
       refreshUsage();
       refreshKeys();
+      refreshBudgets();
     } catch (e) {
       signOut(e);
     } finally {
@@ -344,10 +372,15 @@ const SCRIPT = `
     const step = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
     return integer ? Math.max(1, Math.ceil(step)) : step;
   };
-  /** buckets: [{label, title}]; series: [{name, color, values}] stacked bottom-up in order */
+  /**
+   * buckets: [{label, title}]; series: [{name, color, values}] stacked bottom-up in order; options:
+   * label, integer, format (values, default a count), empty (the text without values), unknown (per
+   * bucket, calls whose cost is unknown: a dashed mark above the bar, since they cannot be a height)
+   */
   const barChart = (host, buckets, series, options) => {
+    const format = options.format || num, tick = options.tick || compact;
     const width = Math.max(300, Math.floor(host.clientWidth || 600)), height = 210;
-    const m = { top: 8, right: 6, bottom: 24, left: 46 };
+    const m = { top: 8, right: 6, bottom: 24, left: options.format ? 62 : 46 };
     const w = width - m.left - m.right, h = height - m.top - m.bottom;
     const totals = buckets.map((_, i) => series.reduce((a, s) => a + (s.values[i] || 0), 0));
     const max = Math.max(0, ...totals);
@@ -357,7 +390,7 @@ const SCRIPT = `
     for (let v = 0; v <= top + step / 2; v += step) {
       const y = m.top + h - (h * v) / top;
       root.appendChild(svg("line", { class: v === 0 ? "baseline" : "gridline", x1: m.left, x2: width - m.right, y1: y, y2: y }));
-      root.appendChild(svg("text", { x: m.left - 6, y: y + 4, "text-anchor": "end" }, compact(v)));
+      root.appendChild(svg("text", { x: m.left - 6, y: y + 4, "text-anchor": "end" }, tick(v)));
     }
     const slot = w / Math.max(1, buckets.length);
     const bw = Math.max(2, Math.min(40, slot * (slot > 6 ? 0.72 : 0.9)));
@@ -369,14 +402,17 @@ const SCRIPT = `
         if (v <= 0) continue;
         const bh = Math.max(1, (h * v) / top);
         y -= bh;
-        root.appendChild(svg("rect", { class: "bar", "data-series": s.name, x: x.toFixed(1), y: y.toFixed(1), width: bw.toFixed(1), height: bh.toFixed(1), fill: s.color }, svg("title", {}, b.title + " · " + s.name + ": " + num(v))));
+        root.appendChild(svg("rect", { class: "bar", "data-series": s.name, x: x.toFixed(1), y: y.toFixed(1), width: bw.toFixed(1), height: bh.toFixed(1), fill: s.color }, svg("title", {}, b.title + " · " + s.name + ": " + format(v))));
       }
+      const unknown = options.unknown ? options.unknown[i] : 0;
+      if (unknown > 0) root.appendChild(svg("rect", { class: "unknown", "data-unpriced": unknown, x: x.toFixed(1), y: (y - 8).toFixed(1), width: bw.toFixed(1), height: 6 }, svg("title", {}, b.title + " · " + num(unknown) + " unpriced " + (unknown === 1 ? "call" : "calls") + ": cost unknown")));
       if (b.label) root.appendChild(svg("text", { x: (m.left + slot * i + slot / 2).toFixed(1), y: height - 6, "text-anchor": "middle" }, b.label));
     });
-    if (max === 0) root.appendChild(svg("text", { class: "none", x: m.left + w / 2, y: m.top + h / 2, "text-anchor": "middle" }, "No requests in this range"));
+    if (max === 0) root.appendChild(svg("text", { class: "none", x: m.left + w / 2, y: m.top + h / 2, "text-anchor": "middle" }, options.empty || "No requests in this range"));
     host.replaceChildren(root);
   };
-  const legend = (host, series) => host.replaceChildren(...series.map((s) => el("span", {}, [svg("svg", { width: 10, height: 10, "aria-hidden": "true" }, svg("rect", { width: 10, height: 10, rx: 2, fill: s.color })), s.name])));
+  const legend = (host, series, unknown) => host.replaceChildren(...series.map((s) => el("span", {}, [svg("svg", { width: 10, height: 10, "aria-hidden": "true" }, svg("rect", { width: 10, height: 10, rx: 2, fill: s.color })), s.name])),
+    ...(unknown ? [el("span", {}, [svg("svg", { width: 10, height: 10, "aria-hidden": "true" }, svg("rect", { class: "unknown", x: 0.5, y: 2.5, width: 9, height: 5 })), "unpriced calls (cost unknown)"])] : []));
 
   /** every day of the range, or every hour up to now when the report has hours */
   const timeBuckets = (report, hourly) => {
@@ -399,30 +435,28 @@ const SCRIPT = `
     const every = [1, 2, 7, 14, 30, 61].find((s) => n / s <= 8) || 61;
     return keys.map((k, i) => ({ key: k, title: dayLabel(k), label: i % every === 0 ? dayLabel(k) : null }));
   };
-  const metricOf = (metric) => (t) => (metric === "tokens" ? (t.inputTokens || 0) + (t.outputTokens || 0) : t.requests || 0);
+  const metricOf = (metric) => (t) => (metric === "tokens" ? (t.inputTokens || 0) + (t.outputTokens || 0) : metric === "cost" ? t.costUsd || 0 : t.requests || 0);
 
   /** per-day stacked series for a breakdown (days[].models or days[].apps), biggest first, the rest as "other" */
   const breakdown = (report, field, nameKey, metric) => {
     const days = timeBuckets(report, false);
     const value = metricOf(metric);
     const totals = new Map();
-    for (const d of report.days) for (const e of d[field]) {
-      const t = totals.get(e[nameKey]) || { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0 };
-      t.requests += e.requests; t.errors += e.errors; t.inputTokens += e.inputTokens; t.outputTokens += e.outputTokens;
-      totals.set(e[nameKey], t);
-    }
+    for (const d of report.days) for (const e of d[field]) totals.set(e[nameKey], plus(totals.get(e[nameKey]) || zeroTotals(), e));
     const ranked = [...totals].sort((a, b) => value(b[1]) - value(a[1]) || b[1].requests - a[1].requests);
     const named = ranked.slice(0, PALETTE.length - 1).map((r) => r[0]);
     const index = new Map(days.map((d, i) => [d.key, i]));
     const series = named.map((name, i) => ({ name, color: PALETTE[i], values: days.map(() => 0) }));
     const other = { name: "other", color: PALETTE[PALETTE.length - 1], values: days.map(() => 0) };
+    const unknown = days.map(() => 0);
     for (const d of report.days) for (const e of d[field]) {
       const i = index.get(d.day); if (i === undefined) continue;
       const k = named.indexOf(e[nameKey]);
       (k < 0 ? other : series[k]).values[i] += value(e);
+      unknown[i] += e.unpricedCalls || 0;
     }
     if (ranked.length > named.length) series.push(other);
-    return { days, series, ranked };
+    return { days, series, ranked, unknown };
   };
   const breakdownTable = (table, ranked, colorOf) => {
     const body = table.tBodies[0];
@@ -430,16 +464,22 @@ const SCRIPT = `
       el("td", { class: "name", title: name }, [svg("svg", { width: 10, height: 10, "aria-hidden": "true" }, svg("rect", { width: 10, height: 10, rx: 2, fill: colorOf(name) })), " ", name]),
       el("td", { class: "num" }, num(t.requests)), el("td", { class: "num" + (t.errors > 0 ? " bad" : "") }, num(t.errors)),
       el("td", { class: "num" + (t.errors > 0 ? " bad" : "") }, pct(rate(t))),
-      el("td", { class: "num" }, num(t.inputTokens)), el("td", { class: "num" }, num(t.outputTokens))
+      el("td", { class: "num" }, num(t.inputTokens)), el("td", { class: "num" }, num(t.outputTokens)),
+      el("td", { class: "num" + (t.unpricedCalls > 0 ? " muted" : "") }, cost(t)), el("td", { class: "num" }, num(t.unpricedCalls))
     ])));
-    if (!ranked.length) body.appendChild(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "No requests in this range.")));
+    if (!ranked.length) body.appendChild(el("tr", {}, el("td", { colspan: 8, class: "empty" }, "No requests in this range.")));
   };
   const renderBreakdown = (which) => {
     const r = state.usage; if (!r) return;
     const field = which === "models" ? "models" : "apps", nameKey = which === "models" ? "model" : "app";
-    const b = breakdown(r, field, nameKey, state.metric[which]);
-    legend($(which + "-legend"), b.series);
-    barChart($(which + "-chart"), b.days, b.series, { integer: true, label: (which === "models" ? "Per model " : "Per app ") + state.metric[which] + " per day" });
+    const metric = state.metric[which], costs = metric === "cost";
+    const b = breakdown(r, field, nameKey, metric);
+    const unknown = costs && b.unknown.some((n) => n > 0);
+    legend($(which + "-legend"), b.series, unknown);
+    barChart($(which + "-chart"), b.days, b.series, {
+      integer: !costs, label: (which === "models" ? "Per model " : "Per app ") + metric + " per day",
+      ...(costs ? { format: usd, tick: usdTick, unknown: b.unknown, empty: unknown ? "Only unpriced calls in this range: cost unknown" : "No cost in this range" } : {})
+    });
     const colors = new Map(b.series.map((s) => [s.name, s.color]));
     breakdownTable($(which + "-table"), b.ranked, (name) => colors.get(name) || PALETTE[PALETTE.length - 1]);
   };
@@ -449,14 +489,20 @@ const SCRIPT = `
     const buckets = timeBuckets(r, hourly);
     const index = new Map(buckets.map((b, i) => [b.key, i]));
     const zeros = () => buckets.map(() => 0);
-    const ok = zeros(), errors = zeros(), input = zeros(), output = zeros();
-    const rows = hourly ? r.hours.map((x) => [x.hour, x]) : r.days.map((d) => [d.day, d.models.reduce((a, m) => ({ requests: a.requests + m.requests, errors: a.errors + m.errors, inputTokens: a.inputTokens + m.inputTokens, outputTokens: a.outputTokens + m.outputTokens }), { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0 })]);
+    const ok = zeros(), errors = zeros(), input = zeros(), output = zeros(), usdSpent = zeros(), unpriced = zeros();
+    const rows = hourly ? r.hours.map((x) => [x.hour, x]) : r.days.map((d) => [d.day, d.models.reduce(plus, zeroTotals())]);
     for (const [key, t] of rows) {
       const i = index.get(key); if (i === undefined) continue;
       ok[i] += t.requests - t.errors; errors[i] += t.errors; input[i] += t.inputTokens; output[i] += t.outputTokens;
+      usdSpent[i] += t.costUsd || 0; unpriced[i] += t.unpricedCalls || 0;
     }
     const note = hourly ? "hourly, UTC" : "daily, UTC";
     $("requests-note").textContent = note; $("tokens-note").textContent = note;
+    const all = r.totals;
+    $("cost-note").textContent = note + " · " + cost(all) + (all.unpricedCalls > 0 ? " · " + num(all.unpricedCalls) + " unpriced " + (all.unpricedCalls === 1 ? "call" : "calls") + " not in the bars" : "");
+    const spent = [{ name: "priced calls (USD)", color: GREEN, values: usdSpent }];
+    legend($("cost-legend"), spent, all.unpricedCalls > 0);
+    barChart($("cost-chart"), buckets, spent, { label: "Cost over time in USD", format: usd, tick: usdTick, unknown: unpriced, empty: all.unpricedCalls > 0 ? "Only unpriced calls in this range: cost unknown" : "No cost in this range" });
     const req = [{ name: "succeeded", color: BLUE, values: ok }, { name: "failed", color: RED, values: errors }];
     const tok = [{ name: "input", color: "#1098ad", values: input }, { name: "output", color: "#9c36b5", values: output }];
     legend($("requests-legend"), req); legend($("tokens-legend"), tok);
@@ -476,6 +522,7 @@ const SCRIPT = `
       stat("Input tokens", compact(t.inputTokens), num(t.inputTokens)),
       stat("Output tokens", compact(t.outputTokens), num(t.outputTokens)),
       stat("Cache read tokens", compact(t.cacheReadTokens), num(t.cacheReadTokens)),
+      stat("Cost", cost(t), t.unpricedCalls > 0 ? num(t.unpricedCalls) + " unpriced " + (t.unpricedCalls === 1 ? "call" : "calls") + ": cost unknown" : "USD"),
       stat("Latency p50", ms(t.latencyMs && t.latencyMs.p50), "p90 " + ms(t.latencyMs && t.latencyMs.p90) + " · p99 " + ms(t.latencyMs && t.latencyMs.p99)),
       stat("Time to first token p50", ms(t.ttftMs && t.ttftMs.p50), "p90 " + ms(t.ttftMs && t.ttftMs.p90))
     );
@@ -555,8 +602,55 @@ const SCRIPT = `
   const revokeKey = async (k, button) => {
     if (!confirm("Revoke key " + k.id + " of app " + k.app + "? Clients using it are refused at once.")) return;
     button.disabled = true;
-    try { await api("DELETE", "/gateway/admin/keys/" + encodeURIComponent(k.id)); notice("Revoked key " + k.id + " of app " + k.app + "."); await refreshKeys(); }
+    try { await api("DELETE", "/gateway/admin/keys/" + encodeURIComponent(k.id)); notice("Revoked key " + k.id + " of app " + k.app + "."); await refreshKeys(); refreshBudgets(); }
     catch (e) { button.disabled = false; guard(e, $("keys-error")); }
+  };
+
+  // ---- budgets ----
+  const PER = { day: "per day (UTC)", week: "per week (UTC, from Monday)", month: "per month (UTC)", total: "in total" };
+  /** used, then reserved (calls under way), against the limit; past the limit the bar turns red */
+  const spendbar = (used, reserved, limit) => {
+    const W = 150, f = limit > 0 ? used / limit : 1, r = limit > 0 ? reserved / limit : 0;
+    const uw = Math.round(W * Math.min(1, f)), rw = Math.round(W * Math.min(1 - Math.min(1, f), r));
+    return svg("svg", { class: "spendbar", width: W, height: 10, "aria-hidden": "true" }, [
+      svg("rect", { class: "track", x: 0, y: 0, width: W, height: 10, rx: 3 }),
+      svg("rect", { class: "used", x: 0, y: 0, width: Math.max(f > 0 ? 2 : 0, uw), height: 10, rx: 3, fill: f >= 1 ? RED : f >= 0.8 ? "#e8590c" : BLUE }),
+      rw > 0 ? svg("rect", { class: "reserved", x: uw, y: 0, width: rw, height: 10, fill: BLUE, opacity: 0.35 }) : null
+    ]);
+  };
+  const budgetRow = (holder, b) => {
+    const money = b.usd !== undefined, amount = money ? usd : (n) => num(n) + " tokens";
+    const f = b.limit > 0 ? b.used / b.limit : 1;
+    return el("tr", { class: "budget", "data-holder": holder.id, "data-budget": money ? "usd" : "tokens" }, [
+      el("td", { class: "name", title: holder.title }, [el("div", { class: "holder" }, holder.cell), el("div", { class: "sub kind" }, (money ? "USD " : "tokens ") + (PER[b.per] || "per " + b.per))]),
+      el("td", { title: "used " + amount(b.used) + ", reserved " + amount(b.reserved) + " of " + amount(b.limit) }, [
+        spendbar(b.used, b.reserved, b.limit),
+        el("div", { class: "sub spent" + (f >= 1 ? " over" : "") }, amount(b.used) + " of " + amount(b.limit) + " · " + share(f) + (b.reserved > 0 ? " · " + amount(b.reserved) + " reserved" : ""))
+      ]),
+      el("td", { class: "ends", title: b.period_end || "" }, b.period_end ? fmtWhen.format(new Date(b.period_end)) + " UTC" : "never (a total)")
+    ]);
+  };
+  const renderBudgets = (all) => {
+    const rows = [];
+    for (const a of all.apps || []) for (const b of a.budgets) rows.push(budgetRow({ id: a.app, title: "app " + a.app, cell: ["app ", el("strong", {}, a.app)] }, b));
+    for (const k of all.keys || []) for (const b of k.budgets) rows.push(budgetRow({ id: k.id, title: "key " + k.id + " of app " + k.app, cell: [el("span", { class: "mono" }, k.id), " ", el("span", { class: "muted small" }, k.app)] }, b));
+    const body = $("budgets-table").tBodies[0];
+    body.replaceChildren(...rows);
+    if (!rows.length) body.appendChild(el("tr", {}, el("td", { colspan: 3, class: "empty" }, "No budgets: set limits.budgets on an app in the config, or budgets on a runtime key.")));
+  };
+  const refreshBudgets = async () => {
+    try {
+      renderBudgets(await api("GET", "/gateway/admin/budgets"));
+      setError($("budgets-error"), null); show($("budgets-admin"), false); show($("budgets-wrap"), true);
+    } catch (e) {
+      // a key that reads the rest of the page but not budgets keeps its session: only this panel says so
+      if (e instanceof ApiError && e.status === 403) {
+        $("budgets-table").tBodies[0].replaceChildren();
+        setError($("budgets-error"), null); show($("budgets-wrap"), false); show($("budgets-admin"), true);
+        return;
+      }
+      guard(e, $("budgets-error"));
+    }
   };
 
   // ---- wiring ----
