@@ -139,6 +139,8 @@ export interface Entry {
   emptyUntil: number
   /** taken off the lease here (a lowered limit), still to be taken off in the pool */
   toReturn: number
+  /** reserved by calls admitted since the last write: a busy lease keeps that much more */
+  admitted: number
   /** epoch ms after which nobody needs the counter (its window or period is over) */
   readonly keepUntil: number
 }
@@ -157,12 +159,12 @@ export interface Write {
   readonly keepUntil: number
 }
 
-/** What `Ledger.admit` decided for a set of checks. */
-export type Admission =
-  | { readonly _tag: "admitted" }
-  | { readonly _tag: "refused"; readonly check: Check }
-  /** this check's lease is short: ask the pool for `want` more, then admit again */
-  | { readonly _tag: "take"; readonly check: Check; readonly want: number }
+/** What `Ledger.reserve` did with one check. */
+export type Step =
+  | { readonly _tag: "reserved" }
+  | { readonly _tag: "refused" }
+  /** the lease is short: ask the pool for `want` more, then try again */
+  | { readonly _tag: "take"; readonly want: number }
 
 /** How long a counter the pool had nothing left of is not asked again (refusals meanwhile cost no query) */
 export const EMPTY_FOR_MS = 250
@@ -186,6 +188,7 @@ export class Ledger {
         others: 0,
         emptyUntil: 0,
         toReturn: 0,
+        admitted: 0,
         keepUntil: check.resetAt === Number.POSITIVE_INFINITY ? Number.POSITIVE_INFINITY : check.resetAt + KEEP_AFTER_MS
       }
       this.entries.set(check.key, entry)
@@ -207,24 +210,31 @@ export class Ledger {
   }
 
   /**
-   * Admit a call against every check, or say which check refuses, or which lease to grow first.
-   * An admitted call's amounts are reserved at once. A lease too short for a call's reservation
-   * still admits it when the pool has nothing more and the lease has something left (the
-   * window's used plus reserved is below the limit).
+   * Reserve a call's amount of one check, or say that it is refused or that the lease must grow
+   * first. A call reserves its checks one after the other, each as soon as it passes, so what a
+   * lease grew by for it is held while it waits for the next check (`unreserve` undoes them when
+   * a later check refuses). A lease too short for the reservation still admits the call when the
+   * pool has nothing more and the lease has something left: the window's used plus reserved is
+   * below the limit.
    */
-  admit(checks: ReadonlyArray<Check>, now: number): Admission {
-    for (const check of checks) {
-      const entry = this.entry(check)
-      const usable = entry.granted - entry.spent - entry.inFlight
-      if (usable >= need(check)) continue
-      if (now < entry.emptyUntil) {
-        if (usable > 0) continue
-        return { _tag: "refused", check }
-      }
-      return { _tag: "take", check, want: need(check) - usable }
+  reserve(check: Check, now: number): Step {
+    const entry = this.entry(check)
+    const usable = entry.granted - entry.spent - entry.inFlight
+    if (usable < need(check)) {
+      if (now >= entry.emptyUntil) return { _tag: "take", want: need(check) - usable }
+      if (usable <= 0) return { _tag: "refused" }
     }
-    for (const check of checks) this.entry(check).inFlight += check.amount
-    return { _tag: "admitted" }
+    entry.inFlight += check.amount
+    entry.admitted += check.amount
+    return { _tag: "reserved" }
+  }
+
+  /** Give back the reservations of checks whose call was not admitted after all. */
+  unreserve(checks: ReadonlyArray<Check>): void {
+    for (const check of checks) {
+      const entry = this.entries.get(check.key)
+      if (entry !== undefined) entry.inFlight -= check.amount
+    }
   }
 
   /** The pool granted `grant` more of a counter, whose used plus other leases is `others`. */
@@ -247,19 +257,22 @@ export class Ledger {
 
   /**
    * The writes that bring the pool up to date: each counter's spending moves from its lease to its
-   * used, and what the lease holds beyond the calls in flight goes back. The give-back is taken
-   * off the lease here at once (no call can be admitted against it while the write is under way);
-   * `wrote` or `notWritten` finishes the change.
+   * used, and what the lease holds beyond the calls in flight goes back, less what a busy lease
+   * keeps for the next interval (twice what it admitted in the last one; an idle lease keeps
+   * nothing). The give-back is taken off the lease here at once (no call can be admitted against
+   * it while the write is under way); `wrote` or `notWritten` finishes the change.
    */
   writes(now: number): Array<Write> {
     const writes: Array<Write> = []
     for (const entry of this.entries.values()) {
       if (entry.spent === 0 && entry.granted <= entry.inFlight && entry.toReturn === 0) {
+        entry.admitted = 0
         if (entry.inFlight === 0 && entry.granted === 0 && now > entry.keepUntil) this.entries.delete(entry.key)
         continue
       }
       const spent = entry.spent
-      const unused = Math.max(0, entry.granted - spent - entry.inFlight)
+      const unused = Math.max(0, entry.granted - spent - entry.inFlight - 2 * entry.admitted)
+      entry.admitted = 0
       entry.granted -= unused
       const giveBack = unused + entry.toReturn
       entry.toReturn = 0

@@ -42,8 +42,8 @@ export const WRITE_EVERY = Duration.millis(500)
 export const LEASE_TTL_MS = 5_000
 /** a call's output cap when its request names none (for the token reservation) */
 export const DEFAULT_OUTPUT_CAP = 4096
-/** grows of one lease in a row before a call that keeps losing the race is refused */
-const MAX_ROUNDS = 8
+/** grows of one lease in a row before a call that keeps losing the race for it is refused */
+const MAX_ROUNDS = 16
 
 export class Quota extends Context.Tag("gateway/Quota")<
   Quota,
@@ -101,22 +101,28 @@ export class Quota extends Context.Tag("gateway/Quota")<
         )
       }
 
-      const admitChecks = (checks: ReadonlyArray<Check>, round: number): Effect.Effect<Reservation, GatewayError> =>
+      /** Reserve the checks from `i` on, one after the other (what is reserved so far is counted in `held`). */
+      const reserveFrom = (checks: ReadonlyArray<Check>, i: number, round: number, held: { count: number }): Effect.Effect<void, GatewayError> =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const decision = ledger.admit(checks, now)
-          switch (decision._tag) {
-            case "admitted":
-              return Effect.succeed({ checks, view: viewOf(ledger, checks) })
-            case "refused":
-              return Effect.fail(refusal(decision.check, viewOf(ledger, checks), now))
-            case "take":
-              if (round >= MAX_ROUNDS) return Effect.fail(refusal(decision.check, viewOf(ledger, checks), now))
-              return Effect.zipRight(
-                Effect.mapError(grow(decision.check, decision.want, now), unavailable),
-                admitChecks(checks, round + 1)
-              )
+          if (i === checks.length) return Effect.void
+          const check = checks[i]
+          const step = ledger.reserve(check, now)
+          if (step._tag === "reserved") {
+            held.count = i + 1
+            return reserveFrom(checks, i + 1, 0, held)
           }
+          if (step._tag === "refused" || round >= MAX_ROUNDS) return Effect.fail(refusal(check, viewOf(ledger, checks), now))
+          return Effect.zipRight(Effect.mapError(grow(check, step.want, now), unavailable), reserveFrom(checks, i, round + 1, held))
         })
+
+      /** Reserve every check or none: a refusal, a failure or an interruption gives back what was reserved. */
+      const admitChecks = (checks: ReadonlyArray<Check>): Effect.Effect<Reservation, GatewayError> => {
+        const held = { count: 0 }
+        return reserveFrom(checks, 0, 0, held).pipe(
+          Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : Effect.sync(() => ledger.unreserve(checks.slice(0, held.count))))),
+          Effect.map(() => ({ checks, view: viewOf(ledger, checks) }))
+        )
+      }
 
       const applies = (app: string, keyId: string) => appLimits(app) !== undefined || keyLimits(keyId) !== undefined
 
@@ -127,7 +133,7 @@ export class Quota extends Context.Tag("gateway/Quota")<
           if (ofApp === undefined && ofKey === undefined) return Effect.succeed(undefined)
           return Effect.flatMap(Clock.currentTimeMillis, (now) => {
             const checks = allChecks({ name: app, limits: ofApp }, ofKey !== undefined ? { id: keyId, limits: ofKey } : undefined, estimate, now)
-            return checks.length === 0 ? Effect.succeed(undefined) : admitChecks(checks, 0)
+            return checks.length === 0 ? Effect.succeed(undefined) : admitChecks(checks)
           })
         })
 
