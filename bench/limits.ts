@@ -111,6 +111,8 @@ export interface LimitsBenchReport {
     readonly firstProblem?: string
   }>
   readonly targets: ReadonlyArray<{ readonly target: string; readonly value: number; readonly ofMedians: number; readonly met: boolean }>
+  /** limits no load reaches must refuse nothing: the 429s each case's `limits` side answered (warm-up excluded) */
+  readonly falseRefusals: ReadonlyArray<{ readonly case: string; readonly refused: number; readonly firstProblem?: string; readonly met: boolean }>
   readonly overload: {
     readonly limit: number
     readonly sent: number
@@ -243,12 +245,19 @@ export const runLimitsBench = async (options: { readonly seconds: number; readon
       return { target: `${c.name}: CPU/req, limits over none <= ${TARGET}x`, value, ofMedians: of(true) / of(false), met: value <= TARGET }
     })
 
+    const falseRefusals = cases.map((c) => {
+      const mine = rounds.filter((r) => r.case === c.name && r.limits)
+      const refused = mine.reduce((sum, r) => sum + (r.statusCodes["429"] ?? 0), 0)
+      const firstProblem = mine.find((r) => (r.statusCodes["429"] ?? 0) > 0)?.firstProblem
+      return { case: c.name, refused, ...(firstProblem !== undefined ? { firstProblem } : {}), met: refused === 0 }
+    })
+
     const overload = await overloadCheck(log, {
       twoReplicas: async () => twoReplicas("pg2-rpm", { ...HIGH, requestsPerMinute: REAL_RPM }),
       upstreamRequests: async () => ((await (await fetch(`${upstream.url}/bench/stats`)).json()) as { requests: number }).requests,
       job
     })
-    return { rows, rounds, targets, overload, table: table(rows, targets, overload, options) }
+    return { rows, rounds, targets, falseRefusals, overload, table: table(rows, targets, falseRefusals, overload, options) }
   } finally {
     for (const s of started.reverse()) await s.stop().catch(() => undefined)
   }
@@ -284,7 +293,11 @@ const overloadCheck = async (
   return { limit: REAL_RPM, sent, connections: job.connections, ok, refused, other, upstreamCalls, seconds: r.seconds, oneWindow, met }
 }
 
-const table = (rows: LimitsBenchReport["rows"], targets: LimitsBenchReport["targets"], overload: LimitsBenchReport["overload"], options: { readonly seconds: number; readonly rounds: number }) => {
+const table = (
+  rows: LimitsBenchReport["rows"],
+  targets: LimitsBenchReport["targets"],
+  falseRefusals: LimitsBenchReport["falseRefusals"],
+  overload: LimitsBenchReport["overload"], options: { readonly seconds: number; readonly rounds: number }) => {
   const pad = (s: string, n: number, left = false) => (left ? s.padStart(n) : s.padEnd(n))
   const num = (v: number | undefined, digits: number) => (v === undefined ? "-" : v.toFixed(digits))
   return [
@@ -296,6 +309,10 @@ const table = (rows: LimitsBenchReport["rows"], targets: LimitsBenchReport["targ
     ),
     "",
     ...targets.map((t) => `${pad(t.target, 56)}  ${pad(t.value.toFixed(2) + "x", 6, true)}  ${t.met ? "met" : "MISSED"}   (ratio of the medians ${t.ofMedians.toFixed(2)}x)`),
+    ...falseRefusals.flatMap((f) => [
+      `${pad(`${f.case}: 429s with limits never reached = 0`, 56)}  ${pad(String(f.refused), 6, true)}  ${f.met ? "met" : "MISSED"}`,
+      ...(f.firstProblem !== undefined ? [`  first: ${f.firstProblem.slice(0, 160)}`] : [])
+    ]),
     `${pad(`2 replicas, requestsPerMinute ${overload.limit}: admitted <= ${overload.limit + 2}`, 56)}  ${pad(String(overload.ok), 6, true)}  ${overload.met ? "met" : "MISSED"}`,
     `  ${overload.sent} requests (${OVERLOAD}x) from ${overload.connections} connections in ${overload.seconds.toFixed(1)} s${overload.oneWindow ? ", one minute window" : ", CROSSED a window boundary"}: ${overload.ok} x 200, ${overload.refused} x 429, ${overload.other} other; upstream calls ${overload.upstreamCalls}`,
     "",
