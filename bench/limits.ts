@@ -236,7 +236,8 @@ export const runLimitsBench = async (options: { readonly seconds: number; readon
     )
     const targets = cases.map((c) => {
       const of = (limits: boolean) => rows.find((r) => r.case === c.name && r.limits === limits)!.cpuUsPerRequest
-      // the pair of each round ran back to back: their ratio is the least drift-prone figure
+      // the pair of each round ran back to back: their ratio is the least drift-prone figure (an even
+      // number of rounds runs each order as often: on this machine the second of a pair can pay more)
       const paired = Array.from({ length: options.rounds }, (_, round) => {
         const pick = (limits: boolean) => rounds.find((r) => r.case === c.name && r.round === round && r.limits === limits)!.cpuUsPerRequest
         return pick(true) / pick(false)
