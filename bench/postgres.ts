@@ -23,7 +23,7 @@ import Pg from "pg"
 import { startPostgres, type PostgresServer } from "../test/support/PostgresServer.js"
 import { loader, repoRoot, startBenchServer, startServer, type Server } from "./procs.js"
 
-type Log = (line: string) => void
+export type Log = (line: string) => void
 
 const KEY = "sk-bench-postgres-0123456789"
 /** uploads go to an app of their own per setup and round, so no app comes near its 1000-file cap */
@@ -47,18 +47,56 @@ const gatewayYaml = (upstreamUrl: string, dataDir: string, databaseUrl?: string,
     ...(replicaId !== undefined ? [`replicaId: ${replicaId}`] : [])
   ].join("\n") + "\n"
 
-const startGateway = (upstreamUrl: string, name: string, databaseUrl?: string, replicaId?: string, publicHost?: string): Promise<Server> => {
+/** `dist/main.js` with the config `yaml(dataDir)` in a temp dir of its own (removed when it stops) */
+export const startYamlGateway = (name: string, yaml: (dataDir: string) => string): Promise<Server> => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gw-bench-pg-"))
   const config = path.join(dir, "gateway.yaml")
-  fs.writeFileSync(config, gatewayYaml(upstreamUrl, path.join(dir, "data"), databaseUrl, replicaId, publicHost))
+  fs.writeFileSync(config, yaml(path.join(dir, "data")))
   return startServer(name, process.execPath, [path.join(repoRoot, "dist/main.js"), "--config", config, "--port", "0"], {
     cwd: dir,
     onStop: () => fs.rmSync(dir, { recursive: true, force: true })
   })
 }
 
+const startGateway = (upstreamUrl: string, name: string, databaseUrl?: string, replicaId?: string, publicHost?: string): Promise<Server> =>
+  startYamlGateway(name, (dataDir) => gatewayYaml(upstreamUrl, dataDir, databaseUrl, replicaId, publicHost))
+
+/**
+ * The run's PostgreSQL: a throwaway server (Debian's `postgresql` package), or the one
+ * `TEST_DATABASE_URL` names. `database()` makes a fresh database and answers its URL; `stop` drops
+ * them and stops the throwaway server.
+ */
+export const benchPostgres = async (log: Log) => {
+  const pg: PostgresServer | undefined = process.env.TEST_DATABASE_URL ? undefined : await startPostgres()
+  const adminUrl = process.env.TEST_DATABASE_URL ?? pg!.url
+  const admin = new Pg.Client({ connectionString: adminUrl })
+  const made: Array<string> = []
+  try {
+    await admin.connect()
+  } catch (e) {
+    pg?.stop()
+    throw e
+  }
+  return {
+    database: async (prefix = "gw_bench") => {
+      const name = `${prefix}_${randomBytes(4).toString("hex")}`
+      await admin.query(`CREATE DATABASE ${name}`)
+      made.push(name)
+      const url = new URL(adminUrl)
+      url.pathname = `/${name}`
+      log(`postgres: database ${name} on ${url.host}`)
+      return { name, url: url.toString() }
+    },
+    stop: async () => {
+      for (const name of made) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined)
+      await admin.end().catch(() => undefined)
+      pg?.stop()
+    }
+  }
+}
+
 /** A TCP round-robin proxy: each accepted connection is piped to the next of the backends set later. */
-const roundRobin = (): Promise<{ readonly url: string; readonly host: string; readonly route: (to: ReadonlyArray<string>) => void; readonly close: () => Promise<void> }> => {
+export const roundRobin = (): Promise<{ readonly url: string; readonly host: string; readonly route: (to: ReadonlyArray<string>) => void; readonly close: () => Promise<void> }> => {
   let turn = 0
   let backends: ReadonlyArray<string> = []
   const sockets = new Set<net.Socket>()
@@ -96,7 +134,7 @@ const roundRobin = (): Promise<{ readonly url: string; readonly host: string; re
 }
 
 /** user + system CPU seconds of a process so far */
-const cpuSeconds = (pid: number): number => {
+export const cpuSeconds = (pid: number): number => {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   // fields from the state on: utime is the 12th (stat field 14), stime the 13th
@@ -167,42 +205,29 @@ export interface PostgresBenchReport {
   readonly table: string
 }
 
-const median = (values: ReadonlyArray<number>) => {
+export const median = (values: ReadonlyArray<number>) => {
   const s = [...values].sort((a, b) => a - b)
   return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
 export const runPostgresBench = async (options: { readonly seconds: number; readonly rounds: number }, log: Log): Promise<PostgresBenchReport> => {
   const started: Array<{ stop: () => Promise<void> }> = []
-  let pg: PostgresServer | undefined
   try {
-    pg = process.env.TEST_DATABASE_URL ? undefined : await startPostgres()
-    const adminUrl = process.env.TEST_DATABASE_URL ?? pg!.url
-    const name = `gw_bench_${randomBytes(4).toString("hex")}`
-    const admin = new Pg.Client({ connectionString: adminUrl })
-    await admin.connect()
-    await admin.query(`CREATE DATABASE ${name}`)
-    const dbUrl = new URL(adminUrl)
-    dbUrl.pathname = `/${name}`
-    started.push({
-      stop: async () => {
-        await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined)
-        await admin.end()
-      }
-    })
-    log(`postgres: database ${name} on ${dbUrl.host}`)
+    const pg = await benchPostgres(log)
+    started.push(pg)
+    const dbUrl = (await pg.database()).url
     const upstream = await startBenchServer("upstream", "upstream")
     started.push(upstream)
 
     const sqlite = await startGateway(upstream.url, "sqlite")
     started.push(sqlite)
-    const single = await startGateway(upstream.url, "postgres", dbUrl.toString(), "pg-single")
+    const single = await startGateway(upstream.url, "postgres", dbUrl, "pg-single")
     started.push(single)
     const proxy = await roundRobin()
     started.push({ stop: proxy.close })
     const [r1, r2] = await Promise.all([
-      startGateway(upstream.url, "replica 1", dbUrl.toString(), "pg-r1", proxy.host),
-      startGateway(upstream.url, "replica 2", dbUrl.toString(), "pg-r2", proxy.host)
+      startGateway(upstream.url, "replica 1", dbUrl, "pg-r1", proxy.host),
+      startGateway(upstream.url, "replica 2", dbUrl, "pg-r2", proxy.host)
     ])
     started.push(r1, r2)
     proxy.route([r1.url, r2.url])
@@ -270,6 +295,5 @@ export const runPostgresBench = async (options: { readonly seconds: number; read
     return { rows, targets, table: lines.join("\n") }
   } finally {
     for (const s of started.reverse()) await s.stop().catch(() => undefined)
-    pg?.stop()
   }
 }

@@ -15,6 +15,8 @@
  *   --postgres   only the storage backends (bench/postgres.ts): SQLite, PostgreSQL, and two
  *                PostgreSQL replicas behind a round-robin proxy (starts its own PostgreSQL unless
  *                TEST_DATABASE_URL names one)
+ *   --limits     only the cost of rate limits and budgets (bench/limits.ts): with and without, on
+ *                SQLite, PostgreSQL and two PostgreSQL replicas, and the limit held under overload
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -23,11 +25,12 @@ import { filesScenario } from "./files.js"
 import { usageScenario } from "./usage.js"
 import { load, median, post, repoRoot, startGateway, type LoadResult } from "./lib.js"
 import { closeLoader } from "./procs.js"
+import { runLimitsBench, type LimitsBenchReport } from "./limits.js"
 import { runPostgresBench, type PostgresBenchReport } from "./postgres.js"
 import { runSoak, soakSettings, type SoakReport } from "./soak.js"
 
 const argv = process.argv.slice(2)
-const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres"]
+const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres", "--limits"]
 /** `--soak-seconds N` (or `--soak-seconds=N`) */
 let soakSeconds: number | undefined
 for (let i = 0; i < argv.length; i++) {
@@ -54,7 +57,9 @@ const existing = argv.includes("--existing") || argv.includes("--all") || filesO
 const soak = argv.includes("--soak") || soakSeconds !== undefined || argv.includes("--all")
 /** `--postgres`: only the storage backends */
 const postgresOnly = argv.includes("--postgres")
-const comparison = !postgresOnly && !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
+/** `--limits`: only the cost of limits and budgets */
+const limitsOnly = argv.includes("--limits")
+const comparison = !postgresOnly && !limitsOnly && !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
 const seconds = quick ? 2 : 4
 const rounds = quick ? 1 : 3
 const startedAt = new Date()
@@ -161,8 +166,10 @@ const existingScenarios = async () => {
 let report: ContestReport | undefined
 let soakReport: SoakReport | undefined
 let postgresReport: PostgresBenchReport | undefined
+let limitsReport: LimitsBenchReport | undefined
 try {
   if (postgresOnly) postgresReport = await runPostgresBench({ seconds: quick ? 2 : 4, rounds: quick ? 1 : 3 }, log)
+  if (limitsOnly) limitsReport = await runLimitsBench({ seconds: quick ? 2 : 4, rounds: quick ? 2 : 6 }, log)
   if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer") }, log)
   if (existing) await existingScenarios()
   // a quick run has a 1-minute soak unless told otherwise
@@ -180,9 +187,10 @@ if (rows.length > 0) {
 }
 if (soakReport !== undefined) process.stdout.write(`\n${soakReport.text}\n`)
 if (postgresReport !== undefined) process.stdout.write(`\nstorage backends${quick ? " (quick)" : ""}\n\n${postgresReport.table}\n`)
+if (limitsReport !== undefined) process.stdout.write(`\nrate limits and budgets${quick ? " (quick)" : ""}\n\n${limitsReport.table}\n`)
 const out = path.join(repoRoot, "bench/results")
 fs.mkdirSync(out, { recursive: true })
 const file = path.join(out, `${startedAt.toISOString().replace(/[:.]/g, "-")}.json`)
-fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null }, null, 2))
+fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null, limits: limitsReport ? { rows: limitsReport.rows, targets: limitsReport.targets, falseRefusals: limitsReport.falseRefusals, overload: limitsReport.overload, rounds: limitsReport.rounds } : null }, null, 2))
 process.stdout.write(`\nwrote ${path.relative(repoRoot, file)}\n`)
 process.exit(0)
