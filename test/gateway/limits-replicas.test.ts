@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 import { freshDatabase, hasPostgres, type TestDatabase } from "../support/Postgres.js"
 import { ADMIN, chat, get, parse, pollUntil, sleep, type Json } from "./helpers.js"
+import { startTcpProxy, type TcpProxy } from "../support/TcpProxy.js"
 
 const FLOOD_KEY = "sk-replicas-flood-0123456789"
 const BUDGET_KEY = "sk-replicas-budget-0123456789"
@@ -98,5 +99,55 @@ describe.skipIf(!hasPostgres)("limits and budgets across two replicas", () => {
     expect(await pollUntil(() => spendOn(a), settled, 5000)).toMatchObject({ used: admitted * PER_CALL, reserved: 0 })
     expect(await pollUntil(() => spendOn(b), settled, 5000)).toMatchObject({ used: admitted * PER_CALL, reserved: 0 })
     console.log(`cross-replica budget: ${admitted} calls x ${PER_CALL} tokens = ${admitted * PER_CALL} of ${TOKEN_BUDGET}`)
+  }, 60_000)
+})
+
+describe.skipIf(!hasPostgres)("limits that are never reached, on two replicas of a distant database", () => {
+  let db: TestDatabase
+  let proxy: TcpProxy
+  let a: TestGateway
+  let b: TestGateway
+  const KEY = "sk-replicas-roomy-0123456789"
+  beforeAll(async () => {
+    db = await freshDatabase()
+    // 10 ms each way to the database: lease grows are slow, and race the writes that give leases back
+    const url = new URL(db.url)
+    proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port) }, { delayMs: 10 })
+    url.port = String(proxy.port)
+    const document = {
+      providers: { mock: { type: "mock", price: { input: 1, output: 2 } } },
+      keys: [{ key: KEY, app: "roomy" }],
+      apps: {
+        roomy: {
+          limits: {
+            requestsPerMinute: 100_000_000,
+            tokensPerMinute: 100_000_000,
+            concurrency: 1000,
+            budgets: [
+              { usd: 1_000_000_000, per: "month" },
+              { tokens: 100_000_000_000, per: "day" }
+            ]
+          }
+        }
+      },
+      database: { url: url.toString(), poolSize: 4 }
+    }
+    a = await startGateway({ ...document, replicaId: "roomy-a" })
+    b = await startGateway({ ...document, replicaId: "roomy-b" })
+  })
+  afterAll(async () => {
+    await a?.close()
+    await b?.close()
+    await proxy?.close()
+    await db?.drop()
+  })
+
+  it("refuse nothing under 64 concurrent clients (no lease race ends in a false 429)", async () => {
+    const statuses: Array<number> = []
+    const client = async (i: number) => {
+      for (let n = 0; n < 15; n++) statuses.push((await chat(i % 2 === 0 ? a : b, KEY, "mock/echo")).status)
+    }
+    await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i)))
+    expect(statuses.filter((s) => s !== 200)).toEqual([])
   }, 60_000)
 })

@@ -12,7 +12,8 @@ export interface TcpProxy {
   readonly close: () => Promise<void>
 }
 
-export const startTcpProxy = (target: { readonly host: string; readonly port: number }): Promise<TcpProxy> => {
+/** `delayMs`: every chunk is passed on that much later, each way (a distant database). */
+export const startTcpProxy = (target: { readonly host: string; readonly port: number }, options: { readonly delayMs?: number } = {}): Promise<TcpProxy> => {
   const sockets = new Set<net.Socket>()
   let down = false
   const track = (socket: net.Socket) => {
@@ -27,8 +28,16 @@ export const startTcpProxy = (target: { readonly host: string; readonly port: nu
     track(upstream)
     client.on("close", () => upstream.destroy())
     upstream.on("close", () => client.destroy())
-    client.pipe(upstream)
-    upstream.pipe(client)
+    const delay = options.delayMs ?? 0
+    if (delay === 0) {
+      client.pipe(upstream)
+      upstream.pipe(client)
+      return
+    }
+    // in order: each chunk is written `delay` ms after it arrived
+    const relay = (from: net.Socket, to: net.Socket) => from.on("data", (chunk) => setTimeout(() => to.writable && to.write(chunk), delay))
+    relay(client, upstream)
+    relay(upstream, client)
   })
   return new Promise((resolve) =>
     server.listen(0, "127.0.0.1", () =>
