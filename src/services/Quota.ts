@@ -101,24 +101,32 @@ export class Quota extends Context.Tag("gateway/Quota")<
         )
       }
 
-      /** Reserve the checks from `i` on, one after the other (what is reserved so far is counted in `held`). */
-      const reserveFrom = (checks: ReadonlyArray<Check>, i: number, round: number, held: { count: number }): Effect.Effect<void, GatewayError> =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          if (i === checks.length) return Effect.void
+      /**
+       * Reserve the checks from `i` on, one after the other (what is reserved so far is counted in
+       * `held`): in memory while the leases hold, through the pool only for a lease that is short.
+       */
+      const reserveFrom = (checks: ReadonlyArray<Check>, from: number, round: number, held: { count: number }, now: number): Effect.Effect<void, GatewayError> => {
+        for (let i = from; i < checks.length; i++) {
           const check = checks[i]
           const step = ledger.reserve(check, now)
           if (step._tag === "reserved") {
             held.count = i + 1
-            return reserveFrom(checks, i + 1, 0, held)
+            round = 0
+            continue
           }
           if (step._tag === "refused" || round >= MAX_ROUNDS) return Effect.fail(refusal(check, viewOf(ledger, checks), now))
-          return Effect.zipRight(Effect.mapError(grow(check, step.want, now), unavailable), reserveFrom(checks, i, round + 1, held))
-        })
+          return Effect.zipRight(
+            Effect.mapError(grow(check, step.want, now), unavailable),
+            Effect.flatMap(Clock.currentTimeMillis, (later) => reserveFrom(checks, i, round + 1, held, later))
+          )
+        }
+        return Effect.void
+      }
 
       /** Reserve every check or none: a refusal, a failure or an interruption gives back what was reserved. */
-      const admitChecks = (checks: ReadonlyArray<Check>): Effect.Effect<Reservation, GatewayError> => {
+      const admitChecks = (checks: ReadonlyArray<Check>, now: number): Effect.Effect<Reservation, GatewayError> => {
         const held = { count: 0 }
-        return reserveFrom(checks, 0, 0, held).pipe(
+        return reserveFrom(checks, 0, 0, held, now).pipe(
           Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : Effect.sync(() => ledger.unreserve(checks.slice(0, held.count))))),
           Effect.map(() => ({ checks, view: viewOf(ledger, checks) }))
         )
@@ -133,7 +141,7 @@ export class Quota extends Context.Tag("gateway/Quota")<
           if (ofApp === undefined && ofKey === undefined) return Effect.succeed(undefined)
           return Effect.flatMap(Clock.currentTimeMillis, (now) => {
             const checks = allChecks({ name: app, limits: ofApp }, ofKey !== undefined ? { id: keyId, limits: ofKey } : undefined, estimate, now)
-            return checks.length === 0 ? Effect.succeed(undefined) : admitChecks(checks)
+            return checks.length === 0 ? Effect.succeed(undefined) : admitChecks(checks, now)
           })
         })
 
