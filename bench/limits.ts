@@ -20,6 +20,15 @@ import Pg from "pg"
 import { benchPostgres, cpuSeconds, median, roundRobin, startYamlGateway, type Log } from "./postgres.js"
 import { loader, startBenchServer, type Server } from "./procs.js"
 import type { LoadJob } from "./loader.js"
+import { Effect } from "effect"
+import type { TrafficLimits } from "../src/Config.js"
+import type { CanonicalRequest } from "../src/domain/Canonical.js"
+import { costOf } from "../src/domain/Cost.js"
+import { rateLimitHeaders } from "../src/domain/Quota.js"
+import { estimateTokens, messagesCalibration } from "../src/domain/TokenEstimate.js"
+import { Log as GatewayLog } from "../src/services/Log.js"
+import { DEFAULT_OUTPUT_CAP, Quota } from "../src/services/Quota.js"
+import { memoryPool } from "../src/services/QuotaPool.js"
 
 const KEY = "sk-bench-limits-0123456789"
 /** every limit, none ever reached by the load */
@@ -111,6 +120,10 @@ export interface LimitsBenchReport {
     readonly firstProblem?: string
   }>
   readonly targets: ReadonlyArray<{ readonly target: string; readonly value: number; readonly ofMedians: number; readonly met: boolean }>
+  /** the limits' own CPU per call, measured in process (no load, no noise) */
+  readonly work: { readonly cpuUs: number; readonly calls: number }
+  /** the none case's CPU per request plus that work, over the none case's: the deterministic form of the target */
+  readonly deterministic: ReadonlyArray<{ readonly target: string; readonly value: number; readonly met: boolean }>
   /** limits no load reaches must refuse nothing: the 429s each case's `limits` side answered (warm-up excluded) */
   readonly falseRefusals: ReadonlyArray<{ readonly case: string; readonly refused: number; readonly firstProblem?: string; readonly met: boolean }>
   readonly overload: {
@@ -258,10 +271,54 @@ export const runLimitsBench = async (options: { readonly seconds: number; readon
       upstreamRequests: async () => ((await (await fetch(`${upstream.url}/bench/stats`)).json()) as { requests: number }).requests,
       job
     })
-    return { rows, rounds, targets, falseRefusals, overload, table: table(rows, targets, falseRefusals, overload, options) }
+    log("limits: the limits' own work per call, in process")
+    const work = await limitsWorkPerCall()
+    const deterministic = cases.map((c) => {
+      const none = rows.find((r) => r.case === c.name && !r.limits)!.cpuUsPerRequest
+      const value = (none + work.cpuUs) / none
+      return { target: `${c.name}: (CPU/req none + limits' work) / none <= ${TARGET}x`, value, met: value <= TARGET }
+    })
+    return { rows, rounds, targets, falseRefusals, overload, work, deterministic, table: table(rows, targets, falseRefusals, overload, options, work, deterministic) }
   } finally {
     for (const s of started.reverse()) await s.stop().catch(() => undefined)
   }
+}
+
+/**
+ * The limits' own work per call, in this process and without the noise of a loaded machine: the
+ * input estimate of the bench's request, admission against every limit of HIGH (five counters,
+ * leases in memory), the rate-limit headers and the settlement, as the model runner and the
+ * answer writer do them. CPU per call from process.cpuUsage over many calls.
+ */
+export const limitsWorkPerCall = async (calls = 200_000): Promise<{ readonly cpuUs: number; readonly calls: number }> => {
+  const request: CanonicalRequest = {
+    system: [],
+    messages: [{ role: "user", parts: [{ type: "text", text: "Say hello in one short sentence, please." }] }],
+    tools: [],
+    toolChoice: { type: "auto" },
+    sampling: {},
+    parallelToolCalls: true,
+    stream: false
+  }
+  const limits = HIGH as TrafficLimits
+  const price = { input: 1, output: 2 }
+  const program = Effect.gen(function* () {
+    const quota = yield* Quota.make(memoryPool().forOwner("bench", 5000), () => limits, () => undefined)
+    const one = Effect.gen(function* () {
+      const reservation = yield* quota.admit("bench", "none", () => {
+        const input = estimateTokens(request, messagesCalibration)
+        return { tokens: input + DEFAULT_OUTPUT_CAP, usd: costOf(price, { inputTokens: input, outputTokens: DEFAULT_OUTPUT_CAP, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0 }) ?? 0 }
+      })
+      if (reservation?.view !== undefined) rateLimitHeaders(reservation.view, false, Date.now(), {})
+      quota.settle(reservation!, { tokens: 20, usd: 0.00002 })
+    })
+    for (let i = 0; i < 20_000; i++) yield* one
+    const before = process.cpuUsage()
+    for (let i = 0; i < calls; i++) yield* one
+    const used = process.cpuUsage(before)
+    return { cpuUs: (used.user + used.system) / calls, calls }
+  })
+  return Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(GatewayLog.layer(false))))
 }
 
 /** 10x the limit from 64 connections inside one minute window, over two replicas: how many were admitted */
@@ -298,7 +355,9 @@ const table = (
   rows: LimitsBenchReport["rows"],
   targets: LimitsBenchReport["targets"],
   falseRefusals: LimitsBenchReport["falseRefusals"],
-  overload: LimitsBenchReport["overload"], options: { readonly seconds: number; readonly rounds: number }) => {
+  overload: LimitsBenchReport["overload"], options: { readonly seconds: number; readonly rounds: number },
+  work: LimitsBenchReport["work"],
+  deterministic: LimitsBenchReport["deterministic"]) => {
   const pad = (s: string, n: number, left = false) => (left ? s.padStart(n) : s.padEnd(n))
   const num = (v: number | undefined, digits: number) => (v === undefined ? "-" : v.toFixed(digits))
   return [
@@ -310,6 +369,8 @@ const table = (
     ),
     "",
     ...targets.map((t) => `${pad(t.target, 56)}  ${pad(t.value.toFixed(2) + "x", 6, true)}  ${t.met ? "met" : "MISSED"}   (ratio of the medians ${t.ofMedians.toFixed(2)}x)`),
+    `limits' own work per call (estimate, admission on 5 counters, headers, settlement; in process, ${work.calls} calls): ${work.cpuUs.toFixed(2)} µs CPU`,
+    ...deterministic.map((t) => `${pad(t.target, 56)}  ${pad(t.value.toFixed(3) + "x", 6, true)}  ${t.met ? "met" : "MISSED"}`),
     ...falseRefusals.flatMap((f) => [
       `${pad(`${f.case}: 429s with limits never reached = 0`, 56)}  ${pad(String(f.refused), 6, true)}  ${f.met ? "met" : "MISSED"}`,
       ...(f.firstProblem !== undefined ? [`  first: ${f.firstProblem.slice(0, 160)}`] : [])

@@ -19,8 +19,23 @@ const DAY_MS = 86_400_000
 
 export type Per = Budget["per"]
 
+/** the periods of the minute last asked for (every call asks for the same few) */
+const periods = new Map<string, { readonly start: number; readonly end: number }>()
+let periodsMinute = -1
+
 /** [start, end) of the UTC calendar period holding `now` (`total`: all time) */
 export const periodOf = (per: Per, now: number): { readonly start: number; readonly end: number } => {
+  const minute = Math.floor(now / MINUTE_MS)
+  if (minute !== periodsMinute) {
+    periods.clear()
+    periodsMinute = minute
+  }
+  let found = periods.get(per)
+  if (found === undefined) periods.set(per, (found = computePeriod(per, now)))
+  return found
+}
+
+const computePeriod = (per: Per, now: number): { readonly start: number; readonly end: number } => {
   if (per === "total") return { start: 0, end: Number.POSITIVE_INFINITY }
   const d = new Date(now)
   const y = d.getUTCFullYear()

@@ -3,7 +3,7 @@ import * as os from "node:os"
 import { randomBytes } from "node:crypto"
 import { Settings, type TrafficLimits } from "../Config.js"
 import { Errors, type GatewayError } from "../domain/Errors.js"
-import { allChecks, type Check, type Estimate, Ledger, NANO, type RateLimitView, type Taken, viewOf } from "../domain/Quota.js"
+import { allChecks, type Check, type Estimate, Ledger, NANO, type RateLimitView, type Step, type Taken, viewOf } from "../domain/Quota.js"
 import { KeyStore } from "./KeyStore.js"
 import { Log } from "./Log.js"
 import { makeQuotaPool, memoryPool, type QuotaPool, type QuotaUnavailable } from "./QuotaPool.js"
@@ -102,31 +102,45 @@ export class Quota extends Context.Tag("gateway/Quota")<
       }
 
       /**
-       * Reserve the checks from `i` on, one after the other (what is reserved so far is counted in
-       * `held`): in memory while the leases hold, through the pool only for a lease that is short.
+       * Reserve the checks from `from` on, one after the other, in memory while the leases hold
+       * (what is reserved so far is counted in `held`): all reserved (-1), or the first check
+       * that is refused or whose lease is short.
        */
-      const reserveFrom = (checks: ReadonlyArray<Check>, from: number, round: number, held: { count: number }, now: number): Effect.Effect<void, GatewayError> => {
+      const reserveHeld = (checks: ReadonlyArray<Check>, from: number, held: { count: number }, now: number): { readonly at: number; readonly step?: Step } => {
         for (let i = from; i < checks.length; i++) {
-          const check = checks[i]
-          const step = ledger.reserve(check, now)
-          if (step._tag === "reserved") {
-            held.count = i + 1
-            round = 0
-            continue
-          }
-          if (step._tag === "refused" || round >= MAX_ROUNDS) return Effect.fail(refusal(check, viewOf(ledger, checks), now))
-          return Effect.zipRight(
-            Effect.mapError(grow(check, step.want, now), unavailable),
-            Effect.flatMap(Clock.currentTimeMillis, (later) => reserveFrom(checks, i, round + 1, held, later))
-          )
+          const step = ledger.reserve(checks[i], now)
+          if (step._tag !== "reserved") return { at: i, step }
+          held.count = i + 1
         }
-        return Effect.void
+        return { at: -1 }
       }
 
-      /** Reserve every check or none: a refusal, a failure or an interruption gives back what was reserved. */
+      /** Grow the short lease of check `at`, then go on reserving from it (`round`: grows of it in a row). */
+      const reserveRest = (checks: ReadonlyArray<Check>, at: number, want: number, round: number, held: { count: number }, now: number): Effect.Effect<void, GatewayError> =>
+        Effect.zipRight(
+          Effect.mapError(grow(checks[at], want, now), unavailable),
+          Effect.flatMap(Clock.currentTimeMillis, (later) => {
+            const next = reserveHeld(checks, at, held, later)
+            if (next.at === -1) return Effect.void
+            const again = next.at === at ? round + 1 : 0
+            if (next.step?._tag !== "take" || again >= MAX_ROUNDS) return Effect.fail(refusal(checks[next.at], viewOf(ledger, checks), later))
+            return reserveRest(checks, next.at, next.step.want, again, held, later)
+          })
+        )
+
+      /**
+       * Reserve every check or none: a refusal, a failure or an interruption gives back what was
+       * reserved. While the leases hold (nearly every call) this is one pass in memory.
+       */
       const admitChecks = (checks: ReadonlyArray<Check>, now: number): Effect.Effect<Reservation, GatewayError> => {
         const held = { count: 0 }
-        return reserveFrom(checks, 0, 0, held, now).pipe(
+        const first = reserveHeld(checks, 0, held, now)
+        if (first.at === -1) return Effect.succeed({ checks, view: viewOf(ledger, checks) })
+        if (first.step?._tag !== "take") {
+          ledger.unreserve(checks.slice(0, held.count))
+          return Effect.fail(refusal(checks[first.at], viewOf(ledger, checks), now))
+        }
+        return reserveRest(checks, first.at, first.step.want, 0, held, now).pipe(
           Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : Effect.sync(() => ledger.unreserve(checks.slice(0, held.count))))),
           Effect.map(() => ({ checks, view: viewOf(ledger, checks) }))
         )
@@ -135,14 +149,12 @@ export class Quota extends Context.Tag("gateway/Quota")<
       const applies = (app: string, keyId: string) => appLimits(app) !== undefined || keyLimits(keyId) !== undefined
 
       const admit = (app: string, keyId: string, estimate: () => Estimate) =>
-        Effect.suspend(() => {
+        Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<Reservation | undefined, GatewayError> => {
           const ofApp = appLimits(app)
           const ofKey = keyLimits(keyId)
           if (ofApp === undefined && ofKey === undefined) return Effect.succeed(undefined)
-          return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-            const checks = allChecks({ name: app, limits: ofApp }, ofKey !== undefined ? { id: keyId, limits: ofKey } : undefined, estimate, now)
-            return checks.length === 0 ? Effect.succeed(undefined) : admitChecks(checks, now)
-          })
+          const checks = allChecks({ name: app, limits: ofApp }, ofKey !== undefined ? { id: keyId, limits: ofKey } : undefined, estimate, now)
+          return checks.length === 0 ? Effect.succeed(undefined) : admitChecks(checks, now)
         })
 
       // spending written, leases given back and renewed; a failed write is tried again next time

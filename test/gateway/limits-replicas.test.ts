@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 import { freshDatabase, hasPostgres, type TestDatabase } from "../support/Postgres.js"
-import { ADMIN, chat, get, parse, pollUntil, sleep, type Json } from "./helpers.js"
+import { ADMIN, bearer, call, chat, get, parse, pollUntil, postJson, sleep, type Json } from "./helpers.js"
 import { startTcpProxy, type TcpProxy } from "../support/TcpProxy.js"
 
 const FLOOD_KEY = "sk-replicas-flood-0123456789"
@@ -99,6 +99,41 @@ describe.skipIf(!hasPostgres)("limits and budgets across two replicas", () => {
     expect(await pollUntil(() => spendOn(a), settled, 5000)).toMatchObject({ used: admitted * PER_CALL, reserved: 0 })
     expect(await pollUntil(() => spendOn(b), settled, 5000)).toMatchObject({ used: admitted * PER_CALL, reserved: 0 })
     console.log(`cross-replica budget: ${admitted} calls x ${PER_CALL} tokens = ${admitted * PER_CALL} of ${TOKEN_BUDGET}`)
+  }, 60_000)
+})
+
+describe.skipIf(!hasPostgres)("a runtime key's limits changed on one replica", () => {
+  let db: TestDatabase
+  let a: TestGateway
+  let b: TestGateway
+  beforeAll(async () => {
+    db = await freshDatabase()
+    const document = { adminKey: ADMIN, providers: { mock: { type: "mock" } }, database: { url: db.url, poolSize: 2 } }
+    a = await startGateway({ ...document, replicaId: "patch-a" })
+    b = await startGateway({ ...document, replicaId: "patch-b" })
+  })
+  afterAll(async () => {
+    await a?.close()
+    await b?.close()
+    await db?.drop()
+  })
+
+  it("bind the key on the other replica at once, without a restart", async () => {
+    const left = 60_000 - (Date.now() % 60_000)
+    if (left < 15_000) await sleep(left + 50)
+    const made = await postJson(a, "/gateway/admin/keys", { app: "patched", limits: { requestsPerMinute: 1 } }, bearer(ADMIN))
+    expect(made.status, made.text).toBe(201)
+    const { id, key } = parse(made) as { id: string; key: string }
+    expect((await chat(b, key, "mock/echo")).status).toBe(200)
+    const refused = await chat(b, key, "mock/echo")
+    expect(refused.status).toBe(429)
+    expect((parse(refused).error as Json).message).toContain(`key ${id}: requestsPerMinute`)
+    const patched = await call(a, "PATCH", `/gateway/admin/keys/${id}`, { headers: { ...bearer(ADMIN), "content-type": "application/json" }, body: JSON.stringify({ limits: { requestsPerMinute: 100 } }) })
+    expect(patched.status, patched.text).toBe(200)
+    // B reads key changes on notice, and every 400 ms in any case
+    const admitted = await pollUntil(() => chat(b, key, "mock/echo"), (r) => r.status === 200, 5000, 100)
+    expect(admitted.status).toBe(200)
+    expect(admitted.headers["x-ratelimit-limit-requests"]).toBe("100")
   }, 60_000)
 })
 
