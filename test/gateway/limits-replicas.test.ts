@@ -21,13 +21,26 @@ const PER_CALL = 55
 /** what each budget call reserves at most: its input estimate (a few tokens) and max_tokens 60 */
 const RESERVE_MAX = 80
 
+/** Two gateways (replicas `<name>-a`, `<name>-b`) of `document` on a fresh database (`url` in place of its own: a proxy in front), all stopped by `stop`. */
+const twoReplicas = async (name: string, document: Record<string, unknown>, url?: (db: TestDatabase) => Promise<string>) => {
+  const db = await freshDatabase()
+  const database = { url: url === undefined ? db.url : await url(db), poolSize: 4 }
+  const a = await startGateway({ ...document, database, replicaId: `${name}-a` })
+  const b = await startGateway({ ...document, database, replicaId: `${name}-b` })
+  const stop = async () => {
+    await a.close()
+    await b.close()
+    await db.drop()
+  }
+  return { a, b, stop }
+}
+
 describe.skipIf(!hasPostgres)("limits and budgets across two replicas", () => {
-  let db: TestDatabase
   let a: TestGateway
   let b: TestGateway
+  let stop: () => Promise<void> = async () => {}
   beforeAll(async () => {
-    db = await freshDatabase()
-    const document = {
+    ;({ a, b, stop } = await twoReplicas("flood", {
       adminKey: ADMIN,
       providers: { mock: { type: "mock" } },
       keys: [
@@ -37,17 +50,10 @@ describe.skipIf(!hasPostgres)("limits and budgets across two replicas", () => {
       apps: {
         flood: { limits: { requestsPerMinute: RPM } },
         budget: { limits: { budgets: [{ tokens: TOKEN_BUDGET, per: "total" }] } }
-      },
-      database: { url: db.url, poolSize: 4 }
-    }
-    a = await startGateway({ ...document, replicaId: "a" })
-    b = await startGateway({ ...document, replicaId: "b" })
+      }
+    }))
   })
-  afterAll(async () => {
-    await a?.close()
-    await b?.close()
-    await db?.drop()
-  })
+  afterAll(() => stop())
 
   it(`64 clients at 10x requestsPerMinute admit at most the limit (+1 per replica) in the window`, async () => {
     // the whole flood in one minute window
@@ -103,20 +109,13 @@ describe.skipIf(!hasPostgres)("limits and budgets across two replicas", () => {
 })
 
 describe.skipIf(!hasPostgres)("a runtime key's limits changed on one replica", () => {
-  let db: TestDatabase
   let a: TestGateway
   let b: TestGateway
+  let stop: () => Promise<void> = async () => {}
   beforeAll(async () => {
-    db = await freshDatabase()
-    const document = { adminKey: ADMIN, providers: { mock: { type: "mock" } }, database: { url: db.url, poolSize: 2 } }
-    a = await startGateway({ ...document, replicaId: "patch-a" })
-    b = await startGateway({ ...document, replicaId: "patch-b" })
+    ;({ a, b, stop } = await twoReplicas("patch", { adminKey: ADMIN, providers: { mock: { type: "mock" } } }))
   })
-  afterAll(async () => {
-    await a?.close()
-    await b?.close()
-    await db?.drop()
-  })
+  afterAll(() => stop())
 
   it("bind the key on the other replica at once, without a restart", async () => {
     const left = 60_000 - (Date.now() % 60_000)
@@ -138,17 +137,19 @@ describe.skipIf(!hasPostgres)("a runtime key's limits changed on one replica", (
 })
 
 describe.skipIf(!hasPostgres)("limits that are never reached, on two replicas of a distant database", () => {
-  let db: TestDatabase
-  let proxy: TcpProxy
+  let proxy: TcpProxy | undefined
   let a: TestGateway
   let b: TestGateway
+  let stop: () => Promise<void> = async () => {}
   const KEY = "sk-replicas-roomy-0123456789"
-  beforeAll(async () => {
-    db = await freshDatabase()
-    // 10 ms each way to the database: lease grows are slow, and race the writes that give leases back
+  // 10 ms each way to the database: lease grows are slow, and race the writes that give leases back
+  const distant = async (db: TestDatabase) => {
     const url = new URL(db.url)
     proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port) }, { delayMs: 10 })
     url.port = String(proxy.port)
+    return url.toString()
+  }
+  beforeAll(async () => {
     const document = {
       providers: { mock: { type: "mock", price: { input: 1, output: 2 } } },
       keys: [{ key: KEY, app: "roomy" }],
@@ -164,17 +165,13 @@ describe.skipIf(!hasPostgres)("limits that are never reached, on two replicas of
             ]
           }
         }
-      },
-      database: { url: url.toString(), poolSize: 4 }
+      }
     }
-    a = await startGateway({ ...document, replicaId: "roomy-a" })
-    b = await startGateway({ ...document, replicaId: "roomy-b" })
+    ;({ a, b, stop } = await twoReplicas("roomy", document, distant))
   })
   afterAll(async () => {
-    await a?.close()
-    await b?.close()
+    await stop()
     await proxy?.close()
-    await db?.drop()
   })
 
   it("refuse nothing under 64 concurrent clients (no lease race ends in a false 429)", async () => {
