@@ -169,7 +169,7 @@ let postgresReport: PostgresBenchReport | undefined
 let limitsReport: LimitsBenchReport | undefined
 try {
   if (postgresOnly) postgresReport = await runPostgresBench({ seconds: quick ? 2 : 4, rounds: quick ? 1 : 3 }, log)
-  if (limitsOnly) limitsReport = await runLimitsBench({ seconds: quick ? 2 : 4, rounds: quick ? 2 : 6 }, log)
+  if (limitsOnly) limitsReport = await runLimitsBench({ seconds: quick ? 2 : 4, rounds: quick ? 2 : 10 }, log)
   if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer") }, log)
   if (existing) await existingScenarios()
   // a quick run has a 1-minute soak unless told otherwise
@@ -191,6 +191,6 @@ if (limitsReport !== undefined) process.stdout.write(`\nrate limits and budgets$
 const out = path.join(repoRoot, "bench/results")
 fs.mkdirSync(out, { recursive: true })
 const file = path.join(out, `${startedAt.toISOString().replace(/[:.]/g, "-")}.json`)
-fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null, limits: limitsReport ? { rows: limitsReport.rows, targets: limitsReport.targets, falseRefusals: limitsReport.falseRefusals, overload: limitsReport.overload, rounds: limitsReport.rounds } : null }, null, 2))
+fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null, limits: limitsReport ? { rows: limitsReport.rows, targets: limitsReport.targets, falseRefusals: limitsReport.falseRefusals, overload: limitsReport.overload, work: limitsReport.work, deterministic: limitsReport.deterministic, rounds: limitsReport.rounds } : null }, null, 2))
 process.stdout.write(`\nwrote ${path.relative(repoRoot, file)}\n`)
 process.exit(0)
