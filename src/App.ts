@@ -37,6 +37,7 @@ import { UsageRetention } from "./services/UsageRetention.js"
 import { databaseLayer } from "./sql/Database.js"
 import { Replicas } from "./services/Replicas.js"
 import { Quota } from "./services/Quota.js"
+import { Health } from "./services/Health.js"
 
 /** Provider factories: one per provider type. A new provider type is one more entry. */
 const factoriesLayer = (config: GatewayConfig) =>
@@ -63,7 +64,7 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const quota = Quota.layer.pipe(Layer.provide(Layer.merge(database, base)))
   // old raw rows are rolled up even with accounting off: storage stays bounded
   const retention = UsageRetention.layer(config.usage.retentionDays).pipe(Layer.provide(Layer.merge(database, base)))
-  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage, quota)))
+  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage, quota, Health.layer)))
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const fileStore = FileStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const itemMemory = ItemMemory.layer().pipe(Layer.provide(Layer.merge(database, base)))

@@ -51,6 +51,8 @@ export const ProviderConfig = Schema.Struct({
   type: ProviderType,
   baseUrl: optionalExact(Schema.String.pipe(Schema.filter((s) => /^https?:\/\/[^\s]+$/.test(s) || "must be an http(s) URL"))),
   apiKey: optionalExact(Schema.Redacted(Schema.String)),
+  /** several keys instead of `apiKey`: each key is a target of its own, spread evenly and cooled down on its own */
+  apiKeys: optionalExact(Schema.NonEmptyArray(Schema.Redacted(Schema.String))),
   headers: optionalExact(Schema.Record({ key: Schema.String, value: Schema.String })),
   models: optionalExact(Schema.Record({ key: Schema.String, value: ModelConfig })),
   /** the default price of this provider's models */
@@ -266,6 +268,7 @@ const crossCheck = (config: GatewayConfig): Array<string> => {
   for (const [name, provider] of Object.entries(config.providers)) {
     if (name.includes("/") || name.includes("#")) problems.push(`providers.${name}: a provider name cannot contain / or #`)
     if (provider.type !== "mock" && provider.baseUrl === undefined) problems.push(`providers.${name}.baseUrl: is required for type ${provider.type}`)
+    if (provider.apiKey !== undefined && provider.apiKeys !== undefined) problems.push(`providers.${name}.apiKeys: give apiKey or apiKeys, not both`)
   }
   const targetOk = (target: string) => {
     const slash = target.indexOf("/")

@@ -18,7 +18,12 @@ export interface ProviderTarget {
   /** extra upstream request fields (from the variant) */
   readonly params?: { readonly [key: string]: unknown }
   readonly modelConfig?: ModelConfig
+  /** which of the provider's `apiKeys` the call uses (none: its `apiKey`) */
+  readonly keyIndex?: number
 }
+
+/** A target as health, status and metrics name it: `<provider>/<model>`, and the key's index when the provider has several. */
+export const targetName = (target: ProviderTarget): string => (target.keyIndex === undefined ? target.id : `${target.id}#key${target.keyIndex}`)
 
 /** One call of a model: the target and the request as it should reach the provider. */
 export interface ProviderCall {

@@ -154,6 +154,9 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
       return policy.length === 0 ? caller : [...policy, ...caller]
     }
 
+    /** the next key of each provider with `apiKeys` */
+    const turns = new Map<string, number>()
+
     const resolve = (model: string, settings: AppSettings, options?: ResolveOptions): Effect.Effect<ResolvedModel, GatewayError> => {
       const parsed = parseModelId(model)
       if (parsed.base.startsWith("agent/") || parsed.base.startsWith("skill/")) {
@@ -177,7 +180,14 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
       for (const id of targetIds) {
         const target = toTarget(model, id, variant, options)
         if (target instanceof GatewayError) return Either.left(target)
-        targets.push(target)
+        const keys = config.providers[target.provider]?.apiKeys?.length ?? 0
+        if (keys === 0) targets.push(target)
+        else {
+          // each key its own target, taken in turn: calls spread evenly over the keys
+          const first = (turns.get(target.provider) ?? 0) % keys
+          turns.set(target.provider, first + 1)
+          for (let i = 0; i < keys; i++) targets.push({ ...target, keyIndex: (first + i) % keys })
+        }
       }
       if (!allowed(settings, base, targets)) return Either.left(Errors.permission("model_not_allowed", `The model '${model}' is not available to this key`, { param: "model" }))
       return Either.right({ requested: model, targets })

@@ -12,6 +12,7 @@ import { costOf, priceOf } from "../domain/Cost.js"
 import { ProviderClient, type ProviderTarget } from "./ProviderClient.js"
 import { UsageLog, type Caller } from "./Usage.js"
 import { DEFAULT_OUTPUT_CAP, Quota, type Reservation } from "./Quota.js"
+import { Health } from "./Health.js"
 import type { RateLimitView } from "../domain/Quota.js"
 import { estimateTokens, geminiCalibration, messagesCalibration } from "../domain/TokenEstimate.js"
 
@@ -147,6 +148,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const usageLog = yield* UsageLog
       const metrics = yield* Metrics
       const quota = yield* Quota
+      const health = yield* Health
       const tracing = tracingEnabled(config)
 
       /** The usage record and metrics of a finished, failed or cancelled call: once. */
@@ -268,13 +270,20 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
         const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, providers.refusedParams(target, options.request))
         const opened = Effect.suspend(() => {
+          health.take(target)
           call.source = providers.open({ target, request, deadline: options.deadline })
-          return read(call.source.pull)
+          return Effect.onInterrupt(
+            Effect.tap(read(call.source.pull), () => health.succeeded(target)),
+            () => Effect.sync(() => health.released(target))
+          )
         })
         const first = tracing ? Effect.zipRight(spanFor(call, target), opened) : opened
         call.dropped = dropped
         return Effect.catchAll(first, (error) =>
-          Effect.zipRight(closeSource(call, Exit.fail(error)), error.retryable ? attempt(call, read, targets, index + 1, error) : Effect.fail(toGatewayError(error)))
+          Effect.zipRight(
+            Effect.zipRight(health.failed(target, error), closeSource(call, Exit.fail(error))),
+            error.retryable ? attempt(call, read, targets, index + 1, error) : Effect.fail(toGatewayError(error))
+          )
         )
       }
 
@@ -302,7 +311,8 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             call.slot = true
             return Effect.flatMap(admit(call, resolved.targets[0]), () => {
               if (call.options.deadline - Date.now() <= 0) return Effect.fail(timeout())
-              return attempt(call, read, resolved.targets, 0, undefined)
+              // healthy targets first; cooled ones last, the one whose cooldown ends first first
+              return Effect.flatMap(health.order(resolved.targets), (targets) => attempt(call, read, targets, 0, undefined))
             })
           })
         ).pipe(Effect.tapError((error) => Effect.sync(() => record(call, error.code))))

@@ -25,10 +25,13 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
         const factory = factories.get(config.type)
         if (factory === undefined) return yield* Effect.dieMessage(`no provider factory for type ${config.type}`)
         instances.set(name, yield* factory.make(name, config))
+        // one instance per key of `apiKeys`, each with its own credential
+        const keys = config.apiKeys ?? []
+        for (let i = 0; i < keys.length; i++) instances.set(`${name}#${i}`, yield* factory.make(name, { ...config, apiKey: keys[i] }))
       }
       return ProviderClient.of({
         open: (call) => {
-          const instance = instances.get(call.target.provider)
+          const instance = instances.get(call.target.keyIndex === undefined ? call.target.provider : `${call.target.provider}#${call.target.keyIndex}`)
           return instance === undefined
             ? wholeSource(Effect.fail(new UpstreamError({ reason: "bad_request", provider: call.target.provider, message: "provider not configured" })))
             : instance.open(call)
