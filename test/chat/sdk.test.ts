@@ -174,6 +174,8 @@ const providersFor = (upUrl: string, badUrl: string, deadUrl: string) => ({
 const aliases = {
   fb: { targets: ["bad/m1", "up/m2"] },
   fbdead: { targets: ["dead/m1", "up/m2"] },
+  // a first target of its own: the 429 (Retry-After) cools it down, and bad/m1 stays healthy for the other cases
+  fbcool: { targets: ["bad/m-cooled", "up/m2"] },
   smart: "up/m"
 }
 
@@ -543,8 +545,8 @@ describe("chat completions: alias fallback", () => {
   it("a reset connection and a 429 from the first target also fall back", async () => {
     bad.script({ kind: "reset" }, openAiError(429, SECRET, "rate_limit_error"))
     upstream.onRequest(auto({ content: "second" }))
-    const a = await client.chat.completions.create({ model: "fb", messages: user("hi") })
-    const b = await client.chat.completions.create({ model: "fb", messages: user("hi") })
+    const a = await client.chat.completions.create({ model: "fbcool", messages: user("hi") })
+    const b = await client.chat.completions.create({ model: "fbcool", messages: user("hi") })
     expect([a.choices[0].message.content, b.choices[0].message.content]).toEqual(["second", "second"])
     expect(bad.requests).toHaveLength(2)
     expect(upstream.requests).toHaveLength(2)

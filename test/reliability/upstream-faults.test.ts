@@ -116,6 +116,8 @@ const FALLBACK_FAULTS = ["refused", "reset", "status-429", "status-500", "status
 const AFTER_OUTPUT_FAULTS = ["mid-reset", "mid-bad-json", "mid-overload"]
 
 const modelOf = (p: ProviderCase, fault: string) => (fault === "refused" ? `${p.name}-dead/ok` : `${p.name}/${fault}`)
+/** the alias of one fallback case: its first target is that case's alone */
+const fallbackAlias = (p: ProviderCase, fault: string, protocol: string, mode: string) => `fb-${p.name}-${fault}-${protocol}-${mode}`
 
 // ---------------------------------------------------------------------------------------------
 // Calling the gateway in each protocol
@@ -346,7 +348,13 @@ const FAST_TIMEOUT_MS = 1_500
 
 const aliasesFor = (p: ProviderCase): Record<string, { targets: Array<string> }> => {
   const out: Record<string, { targets: Array<string> }> = {}
-  for (const fault of [...FALLBACK_FAULTS, ...AFTER_OUTPUT_FAULTS, "status-400"]) out[`fb-${p.name}-${fault}`] = { targets: [modelOf(p, fault), `${p.name}/ok`] }
+  // each case's failing target is a target of its own (`<fault>~<case>`): the gateway cools a target
+  // down after a few failures, and each case must find its first target healthy
+  for (const fault of [...FALLBACK_FAULTS, ...AFTER_OUTPUT_FAULTS, "status-400"]) {
+    for (const protocol of PROTOCOLS) {
+      for (const { mode } of MODES) out[fallbackAlias(p, fault, protocol, mode)] = { targets: [`${modelOf(p, fault)}~${protocol}-${mode}`, `${p.name}/ok`] }
+    }
+  }
   return out
 }
 
@@ -486,7 +494,7 @@ describe("alias fallback", () => {
   it.each(before)("$provider upstream, $protocol $mode: $fault before output falls back to the next target", async ({ p, protocol, stream, fault }) => {
     const up = upstreams.get(p.wire)!
     const seen = up.exchanges.length
-    const reply = await call(gw, protocol, `fb-${p.name}-${fault}`, stream)
+    const reply = await call(gw, protocol, fallbackAlias(p, fault, protocol, stream ? "stream" : "non-stream"), stream)
     expect(answerText(protocol, stream, reply)).toBe(OUTPUT_TEXT)
     expect(up.exchanges.slice(seen).map((e) => e.model)).toEqual(fault === "refused" ? ["ok"] : [fault, "ok"])
     await expectSettled(gw)
@@ -496,7 +504,7 @@ describe("alias fallback", () => {
   it.each(after)("$provider upstream, $protocol stream: $fault after output does not fall back", async ({ p, protocol, fault }) => {
     const up = upstreams.get(p.wire)!
     const seen = up.exchanges.length
-    const reply = await call(gw, protocol, `fb-${p.name}-${fault}`, true)
+    const reply = await call(gw, protocol, fallbackAlias(p, fault, protocol, "stream"), true)
     expectFailureEvent(protocol, FAULTS.find((f) => f.fault === fault)!.failure, reply)
     expect(up.exchanges.slice(seen).map((e) => e.model)).toEqual([fault])
     await expectSettled(gw)
@@ -506,7 +514,7 @@ describe("alias fallback", () => {
   it.each(refused)("$provider upstream, $protocol $mode: a 400 refusal does not fall back", async ({ p, protocol, stream }) => {
     const up = upstreams.get(p.wire)!
     const seen = up.exchanges.length
-    const reply = await call(gw, protocol, `fb-${p.name}-status-400`, stream)
+    const reply = await call(gw, protocol, fallbackAlias(p, "status-400", protocol, stream ? "stream" : "non-stream"), stream)
     expectHttpError(protocol, REFUSED, reply)
     expect(up.exchanges.slice(seen).map((e) => e.model)).toEqual(["status-400"])
     await expectSettled(gw)

@@ -418,6 +418,9 @@ export const startFaultyUpstream = async (wire: Wire, options: { readonly keepAl
       model = match !== null ? decodeURIComponent(match[1]) : ""
       stream = match?.[2] === "streamGenerateContent"
     }
+    // `<fault>~<anything>` is that fault under a name of its own (a target with health of its own)
+    const tilde = model.indexOf("~")
+    if (tilde >= 0) model = model.slice(0, tilde)
     const exchange: Exchange = { wire, model, stream, path: url.pathname }
     exchanges.push(exchange)
     open.add(res)
