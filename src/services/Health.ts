@@ -17,6 +17,9 @@ export const WINDOW_MS = 10_000
 export const FIRST_BACKOFF_MS = 1_000
 export const MAX_BACKOFF_MS = 60_000
 
+/** records kept at most (a client may name any model of a provider): the oldest go first */
+export const MAX_RECORDS = 10_000
+
 export type TargetState = "healthy" | "cooled" | "probing"
 
 interface Record {
@@ -63,7 +66,10 @@ export class Health extends Context.Tag("gateway/Health")<
     const records = new Map<string, Record>()
     const recordOf = (name: string): Record => {
       let found = records.get(name)
-      if (found === undefined) records.set(name, (found = { failures: [], cooledUntil: 0, backoffMs: FIRST_BACKOFF_MS, probing: false }))
+      if (found === undefined) {
+        if (records.size >= MAX_RECORDS) records.delete(records.keys().next().value as string)
+        records.set(name, (found = { failures: [], cooledUntil: 0, backoffMs: FIRST_BACKOFF_MS, probing: false }))
+      }
       return found
     }
 
