@@ -70,7 +70,7 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const itemMemory = ItemMemory.layer().pipe(Layer.provide(Layer.merge(database, base)))
   const remoteFiles = RemoteFiles.layer.pipe(Layer.provide(settings))
   const replicas = Replicas.layer.pipe(Layer.provide(Layer.merge(database, base)))
-  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, retention, responseStore, fileStore, itemMemory, remoteFiles, replicas, quota)
+  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, retention, responseStore, fileStore, itemMemory, remoteFiles, replicas, quota, Health.layer)
 }
 
 /** Every route of the gateway: the table the router is built from and the discovery page lists. */

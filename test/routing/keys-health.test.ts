@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 import { chatJson, openAiError, startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
-import { chat, parse, sleep } from "../gateway/helpers.js"
+import { ADMIN, chat, get, parse, sleep } from "../gateway/helpers.js"
 
 const KEY_A = "sk-upstream-key-a-0123456789"
 const KEY_B = "sk-upstream-key-b-0123456789"
@@ -29,6 +29,7 @@ describe("apiKeys: each key a target, cooled down on its own", () => {
       return chatJson({ content: key === KEY_A ? "from a" : "from b" })
     })
     gw = await startGateway({
+      adminKey: ADMIN,
       keys: [{ key: CLIENT, app: "team" }],
       providers: { pool: { type: "openai", baseUrl: up.url, apiKeys: [KEY_A, KEY_B] } }
     })
@@ -60,6 +61,10 @@ describe("apiKeys: each key a target, cooled down on its own", () => {
     for (let i = 0; i < 6; i++) expect(await answered()).toBe("from b")
     // key a was asked once (its 429), then left alone while it rests
     expect(keysUsed(from).filter((k) => k === KEY_A.slice(-14))).toHaveLength(1)
+    // the status page names the resting key by index, never the key
+    const status = await get(gw, "/gateway/status", ADMIN)
+    expect(parse(status).targets).toEqual([expect.objectContaining({ target: "pool/model#key0", state: "cooled" })])
+    expect(status.text).not.toContain(KEY_A)
     limited.delete(KEY_A)
     await sleep(2200)
     const after = []

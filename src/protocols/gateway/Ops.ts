@@ -10,6 +10,7 @@ import { KeyStore } from "../../services/KeyStore.js"
 import { Limits } from "../../services/Limits.js"
 import { Metrics } from "../../services/Metrics.js"
 import { Replicas } from "../../services/Replicas.js"
+import { Health } from "../../services/Health.js"
 import { ResponseStore } from "../../services/ResponseStore.js"
 import { makeOwnAuth } from "./Usage.js"
 
@@ -34,6 +35,7 @@ export const opsRoutes = Effect.gen(function* () {
   const responses = yield* ResponseStore
   const files = yield* FileStore
   const replicas = yield* Replicas
+  const health = yield* Health
   const auth = yield* makeOwnAuth
   const version = packageVersion()
   const startedAt = Date.now()
@@ -67,6 +69,8 @@ export const opsRoutes = Effect.gen(function* () {
           type: p.type,
           recent: { windowSeconds: 300, calls: recent.get(name)?.calls ?? 0, failures: recent.get(name)?.failures ?? 0, errorRate: recent.get(name)?.errorRate ?? 0 }
         })),
+        // targets that have failed on this replica: cooled, probing, or healthy again (keys by index, never the key)
+        targets: (yield* health.states).map((t) => ({ target: t.target, state: t.state, ...(t.cooledUntil !== undefined ? { cooledUntil: new Date(t.cooledUntil).toISOString() } : {}) })),
         inFlight: { requests: g.requestsInFlight, modelRequests: g.modelRequestsInFlight, bodyBytes: g.bodyBytesInFlight },
         storedResponses: yield* responses.stats(),
         files: yield* files.stats()
