@@ -50,6 +50,14 @@ export interface QuotaPool {
 const Locked = Schema.Struct({ used: Schema.Number, others: Schema.Number, mine: Schema.Number, owners: Schema.Number })
 const Read = Schema.Struct({ key: Schema.String, used: Schema.Number, others: Schema.Number })
 
+/**
+ * What a take grants of a counter with `free` left: `want` at least when that much is left, else
+ * all of it; more when much is left (half of it, split among the owners holding leases), so that a
+ * busy replica comes back rarely. Whole units.
+ */
+export const grantOf = (free: number, want: number, owners: number): number =>
+  free <= 0 ? 0 : Math.floor(Math.min(free, Math.max(want, Math.ceil(free / (2 * (owners + 1))))))
+
 /** forgotten counters and leases are deleted this often (by whichever replica writes) */
 const CLEAN_EVERY_MS = 60_000
 
@@ -146,13 +154,7 @@ export const makeQuotaPool = (options: {
             yield* ensure({ key: request.key, keep_until: keepOf(request.keepUntil) })
             if (postgres) yield* lockRow(request.key)
             const row = yield* sums({ key: request.key, now: request.now })
-            const free = request.limit - row.used - row.others - row.mine
-            let grant = 0
-            if (free > 0) {
-              // a share of what remains, so that a busy replica comes back rarely; split among the owners
-              const share = free / (2 * (row.owners + 1))
-              grant = Math.floor(Math.min(free, Math.max(request.want, Math.ceil(share))))
-            }
+            const grant = grantOf(request.limit - row.used - row.others - row.mine, request.want, row.owners)
             if (grant > 0) yield* grow({ replica: owner, key: request.key, amount: grant, expires_at: request.now + options.leaseTtlMs })
             return { grant, others: row.used + row.others }
           })
@@ -208,12 +210,7 @@ export const memoryPool = () => {
           }
         }
         const u = used.get(request.key) ?? 0
-        const free = request.limit - u - others - mine
-        let grant = 0
-        if (free > 0) {
-          const share = free / (2 * (owners + 1))
-          grant = Math.floor(Math.min(free, Math.max(request.want, Math.ceil(share))))
-        }
+        const grant = grantOf(request.limit - u - others - mine, request.want, owners)
         if (grant > 0) leasesOf(request.key).set(owner, { amount: mine + grant, expiresAt: request.now + leaseTtlMs })
         return { grant, others: u + others }
       }),

@@ -103,7 +103,7 @@ describe("rate limits and budgets on the wire", () => {
     expect(refused.headers["x-should-retry"]).toBe("false")
     const midnight = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate() + 1)
     const retryAfter = Number(refused.headers["retry-after"])
-    expect(Math.abs(retryAfter - (midnight - Date.now()) / 1000)).toBeLessThan(5)
+    expect(Math.abs(retryAfter - (midnight - Date.now()) / 1000)).toBeLessThan(30)
   })
 
   it("concurrency: a second call while one is in flight is refused with Retry-After 1, then admitted once it ends", async () => {
