@@ -358,13 +358,20 @@ const head = (path: string, headers: Readonly<Record<string, string>>) =>
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join("")}\r\n`
 
-/** Write `piece` until the socket is gone or `stop` says so, waiting for the socket to take more. */
+/**
+ * Write `piece` until the socket is gone, waiting for the socket to take more. Between two writes
+ * the event loop polls the socket once (setImmediate runs after the poll phase), as a client that
+ * reads while it sends does: the answer is read as soon as it arrives. Without that, the loop can
+ * write synchronously for as long as the kernel takes the bytes, and when the gateway's reset comes
+ * the failed write destroys the socket with the answer still unread in the kernel.
+ */
 const sendUntilClosed = async (conn: Awaited<ReturnType<typeof connect>>, piece: Buffer, pauseMs = 0): Promise<void> => {
   while (!conn.state.closed && !conn.socket.destroyed) {
     conn.state.written += piece.length
     const more = conn.socket.write(piece)
     if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs))
     else if (!more) await new Promise((resolve) => (conn.socket.once("drain", resolve), conn.socket.once("close", resolve)))
+    else await new Promise((resolve) => setImmediate(resolve))
   }
 }
 
