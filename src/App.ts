@@ -38,6 +38,7 @@ import { databaseLayer } from "./sql/Database.js"
 import { Replicas } from "./services/Replicas.js"
 import { Quota } from "./services/Quota.js"
 import { Health } from "./services/Health.js"
+import { Router } from "./services/Router.js"
 
 /** Provider factories: one per provider type. A new provider type is one more entry. */
 const factoriesLayer = (config: GatewayConfig) =>
@@ -54,7 +55,7 @@ const factoriesLayer = (config: GatewayConfig) =>
  * The services of the gateway for a config, without the HTTP server. Tests replace
  * `ProviderClient` (or any other service) by providing their own layer.
  */
-export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<ProviderClient>) => {
+export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<ProviderClient>, random?: () => number) => {
   const settings = Layer.succeed(Settings, config)
   const database = databaseLayer(config)
   const base = Layer.mergeAll(settings, KeyStore.layerWithRuntime(config).pipe(Layer.provide(database)), Catalog.layer(config), Log.layer(config.accessLog), Metrics.layer)
@@ -64,7 +65,9 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const quota = Quota.layer.pipe(Layer.provide(Layer.merge(database, base)))
   // old raw rows are rolled up even with accounting off: storage stays bounded
   const retention = UsageRetention.layer(config.usage.retentionDays).pipe(Layer.provide(Layer.merge(database, base)))
-  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage, quota, Health.layer)))
+  // one Health for the router, the runner and the status page (layers are memoized)
+  const router = (random === undefined ? Router.layer : Router.layerWith(random)).pipe(Layer.provide(Health.layer))
+  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providerClient, usage, quota, Health.layer, router)))
   const responseStore = ResponseStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const fileStore = FileStore.layer(config.dataDir).pipe(Layer.provide(Layer.merge(database, base)))
   const itemMemory = ItemMemory.layer().pipe(Layer.provide(Layer.merge(database, base)))
@@ -117,6 +120,8 @@ export interface ServeOptions {
   readonly providers?: Layer.Layer<ProviderClient>
   /** how long in-flight requests may take after a stop signal (default 10 s) */
   readonly shutdownGraceMs?: number
+  /** the routing strategies' random source (a seeded one in tests; default Math.random) */
+  readonly random?: () => number
 }
 
 /** The whole gateway: services, the HTTP server on the configured address, and the edge. Outputs its bound address. */
@@ -130,5 +135,5 @@ export const gatewayLayer = (config: GatewayConfig, options: ServeOptions = {}) 
       )
     })
   )
-  return Layer.provideMerge(announce, server).pipe(Layer.provide(servicesLayer(config, options.providers)), Layer.provide(telemetryLayer(config)))
+  return Layer.provideMerge(announce, server).pipe(Layer.provide(servicesLayer(config, options.providers, options.random)), Layer.provide(telemetryLayer(config)))
 }

@@ -64,10 +64,30 @@ export const ProviderConfig = Schema.Struct({
 })
 export type ProviderConfig = typeof ProviderConfig.Type
 
+/** How an alias spreads its calls over its targets (`ordered`: the first that answers, as fallbacks). */
+export const RoutingStrategy = Schema.Literal("ordered", "weighted", "least-busy", "lowest-latency")
+export type RoutingStrategy = typeof RoutingStrategy.Type
+
+/** One target of an alias: `<provider>/<model>`, or with a weight (default 1). */
+export const AliasTarget = Schema.Union(
+  Schema.String,
+  Schema.Struct({ model: Schema.String, weight: optionalExact(Schema.Number.pipe(Schema.positive(), Schema.finite())) })
+)
+
 export const AliasConfig = Schema.Union(
   Schema.String,
-  Schema.Struct({ targets: Schema.NonEmptyArray(Schema.String) })
+  Schema.Struct({
+    strategy: optionalExact(RoutingStrategy),
+    targets: Schema.NonEmptyArray(AliasTarget),
+    /** `conversation`: the turns of one conversation stay on one target while it is healthy */
+    affinity: optionalExact(Schema.Literal("none", "conversation"))
+  })
 )
+export type AliasConfig = typeof AliasConfig.Type
+
+/** An alias's targets as `{ model, weight }`, a plain string having weight 1. */
+export const aliasTargets = (value: AliasConfig): ReadonlyArray<{ readonly model: string; readonly weight: number }> =>
+  typeof value === "string" ? [{ model: value, weight: 1 }] : value.targets.map((t) => (typeof t === "string" ? { model: t, weight: 1 } : { model: t.model, weight: t.weight ?? 1 }))
 
 export const AgentConfig = Schema.Struct({
   /** the model (alias or `<provider>/<model>`) the agent runs on */
@@ -275,9 +295,8 @@ const crossCheck = (config: GatewayConfig): Array<string> => {
     return slash > 0 && config.providers[target.slice(0, slash)] !== undefined
   }
   for (const [alias, value] of Object.entries(config.aliases)) {
-    const targets = typeof value === "string" ? [value] : value.targets
-    targets.forEach((target, i) => {
-      const where = typeof value === "string" ? `aliases.${alias}` : `aliases.${alias}.targets.${i}`
+    aliasTargets(value).forEach(({ model: target }, i) => {
+      const where = typeof value === "string" ? `aliases.${alias}` : typeof value.targets[i] === "string" ? `aliases.${alias}.targets.${i}` : `aliases.${alias}.targets.${i}.model`
       if (!targetOk(target)) problems.push(`${where}: ${JSON.stringify(target)} does not name a configured provider as <provider>/<model>`)
       if (target.includes("*") && !alias.includes("*")) problems.push(`${where}: only a glob alias can have * in its target`)
     })

@@ -140,6 +140,11 @@ export interface CanonicalRequest {
   readonly stream: boolean
   readonly user?: string
   /**
+   * the client's own name for the conversation (`prompt_cache_key`, Messages `metadata.user_id`):
+   * with conversation affinity, the calls that carry the same one stay on one target
+   */
+  readonly conversation?: string
+  /**
    * the client's Messages beta flags (`anthropic-beta`/`messages-beta`), for a native Messages
    * upstream, which forwards those on its allow-list; other provider types ignore them
    */

@@ -1,5 +1,5 @@
 import { Context, Effect, Either, Layer } from "effect"
-import type { GatewayConfig, ModelConfig } from "../Config.js"
+import { aliasTargets, type GatewayConfig, type ModelConfig, type RoutingStrategy } from "../Config.js"
 import type { TextPart } from "../domain/Canonical.js"
 import { Errors, GatewayError } from "../domain/Errors.js"
 import { globCapture, globMatch, parseModelId, pickVariant, splitProvider } from "../domain/ModelId.js"
@@ -24,6 +24,24 @@ export interface ResolvedModel {
   /** the id as the caller sent it */
   readonly requested: string
   readonly targets: ReadonlyArray<ProviderTarget>
+  /** how to spread calls over the targets, for an alias with a strategy or affinity (none: in the order given) */
+  readonly route?: Route
+}
+
+/** An alias's routing: its strategy, conversation affinity, and each target's weight (in `targets` order). */
+export interface Route {
+  /** the alias, for the conversations it has moved */
+  readonly alias: string
+  readonly strategy: RoutingStrategy
+  readonly affinity: boolean
+  readonly weights: ReadonlyArray<number>
+}
+
+/** An alias as configured: its targets with their weights, and how it routes. */
+interface AliasEntry {
+  readonly targets: ReadonlyArray<{ readonly model: string; readonly weight: number }>
+  readonly strategy: RoutingStrategy
+  readonly affinity: boolean
 }
 
 export interface ResolveOptions {
@@ -52,12 +70,16 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
   }
 >() {
   static readonly make = (config: GatewayConfig) => {
-    const exactAliases = new Map<string, ReadonlyArray<string>>()
-    const globAliases: Array<{ readonly pattern: string; readonly targets: ReadonlyArray<string> }> = []
+    const exactAliases = new Map<string, AliasEntry>()
+    const globAliases: Array<{ readonly pattern: string; readonly entry: AliasEntry }> = []
     for (const [name, value] of Object.entries(config.aliases)) {
-      const targets = typeof value === "string" ? [value] : value.targets
-      if (name.includes("*")) globAliases.push({ pattern: name, targets })
-      else exactAliases.set(name, targets)
+      const entry: AliasEntry = {
+        targets: aliasTargets(value),
+        strategy: typeof value === "string" ? "ordered" : (value.strategy ?? "ordered"),
+        affinity: typeof value !== "string" && value.affinity === "conversation"
+      }
+      if (name.includes("*")) globAliases.push({ pattern: name, entry })
+      else exactAliases.set(name, entry)
     }
     // the most specific glob (longest literal text) wins
     globAliases.sort((a, b) => b.pattern.length - a.pattern.length)
@@ -128,17 +150,18 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
     }
 
     // an exact alias, then a configured `<provider>/<model>`, then the most specific glob alias
-    const targetIdsFor = (base: string): ReadonlyArray<string> | undefined => {
+    const aliasFor = (base: string): AliasEntry | undefined => {
       const exact = exactAliases.get(base)
       if (exact !== undefined) return exact
       const split = splitProvider(base)
-      if (split !== undefined && config.providers[split.provider] !== undefined) return [base]
+      if (split !== undefined && config.providers[split.provider] !== undefined) return { targets: [{ model: base, weight: 1 }], strategy: "ordered", affinity: false }
       for (const glob of globAliases) {
         const captured = globCapture(glob.pattern, base)
-        if (captured !== undefined) return glob.targets.map((t) => t.replace("*", () => captured))
+        if (captured !== undefined) return { ...glob.entry, targets: glob.entry.targets.map((t) => ({ ...t, model: t.model.replace("*", () => captured) })) }
       }
       return undefined
     }
+    const targetIdsFor = (base: string): ReadonlyArray<string> | undefined => aliasFor(base)?.targets.map((t) => t.model)
 
     const persona = (base: string): { readonly model: string; readonly prompt?: string; readonly content?: string } | undefined => {
       if (base.startsWith("agent/")) return config.agents[base.slice(6)]
@@ -171,18 +194,28 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
         return Effect.map(resolve(inner, granted ? { ...settings, allowedModels: undefined } : settings, options), (r) => ({ ...r, requested: model }))
       }
       const { base, variant } = parsed
-      const targetIds = targetIdsFor(base)
-      if (targetIds === undefined) {
+      const alias = aliasFor(base)
+      if (alias === undefined) {
         return Effect.fail(Errors.notFound("model_not_found", `The model '${model}' does not exist`, { param: "model" }))
       }
       // plain code, no Effect per target: this runs on every model request
+      const routed = alias.strategy !== "ordered" || alias.affinity
       const targets: Array<ProviderTarget> = []
-      for (const id of targetIds) {
+      const weights: Array<number> = []
+      for (const { model: id, weight } of alias.targets) {
         const target = toTarget(model, id, variant, options)
         if (target instanceof GatewayError) return Either.left(target)
         const keys = config.providers[target.provider]?.apiKeys?.length ?? 0
-        if (keys === 0) targets.push(target)
-        else {
+        if (keys === 0) {
+          targets.push(target)
+          weights.push(weight)
+        } else if (routed) {
+          // each key its own target with its share of the weight: the strategy spreads over them
+          for (let i = 0; i < keys; i++) {
+            targets.push({ ...target, keyIndex: i })
+            weights.push(weight / keys)
+          }
+        } else {
           // each key its own target, taken in turn: calls spread evenly over the keys
           const first = (turns.get(target.provider) ?? 0) % keys
           turns.set(target.provider, first + 1)
@@ -190,7 +223,8 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
         }
       }
       if (!allowed(settings, base, targets)) return Either.left(Errors.permission("model_not_allowed", `The model '${model}' is not available to this key`, { param: "model" }))
-      return Either.right({ requested: model, targets })
+      if (!routed) return Either.right({ requested: model, targets })
+      return Either.right({ requested: model, targets, route: { alias: base, strategy: alias.strategy, affinity: alias.affinity, weights } })
     }
 
     const list = (settings: AppSettings): ReadonlyArray<ModelEntry> => {
@@ -200,8 +234,8 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
           entries.push({ id: `${name}/${model}`, ownedBy: name, ...(mc.contextLimit !== undefined ? { contextLimit: mc.contextLimit } : {}) })
         }
       }
-      for (const [alias, targets] of exactAliases) {
-        const first = splitProvider(parseModelId(targets[0]).base)
+      for (const [alias, { targets }] of exactAliases) {
+        const first = splitProvider(parseModelId(targets[0].model).base)
         const mc = first === undefined ? undefined : modelConfig(first.provider, first.model)
         entries.push({ id: alias, ownedBy: "gateway", ...(mc?.contextLimit !== undefined ? { contextLimit: mc.contextLimit } : {}) })
       }

@@ -1,4 +1,5 @@
 import { Context, Layer } from "effect"
+import type { TargetHealth, TargetState } from "./Health.js"
 
 /**
  * In-process metrics for `/gateway/metrics` (Prometheus text format) and `/gateway/status`:
@@ -6,6 +7,7 @@ import { Context, Layer } from "effect"
  * additions), rendered only when scraped.
  */
 
+const TARGET_STATES: ReadonlyArray<TargetState> = ["healthy", "cooled", "probing"]
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
 /** window of the recent provider error rates on the status page */
 const RECENT_MS = 5 * 60 * 1000
@@ -65,6 +67,8 @@ export interface Gauges {
   readonly modelRequestsInFlight: number
   readonly bodyBytesInFlight: number
   readonly requestsInFlight: number
+  /** each target called on this replica (a provider's model, or one key of it by index) */
+  readonly targets?: ReadonlyArray<TargetHealth>
 }
 
 const makeMetrics = () => {
@@ -168,6 +172,26 @@ const makeMetrics = () => {
       gauge("gateway_requests_in_flight", "HTTP requests being handled.", gauges.requestsInFlight)
       gauge("gateway_model_requests_in_flight", "Model calls holding a concurrency slot.", gauges.modelRequestsInFlight)
       gauge("gateway_body_bytes_in_flight", "Request body bytes being read.", gauges.bodyBytesInFlight)
+      const targets = gauges.targets ?? []
+      const perTarget = (name: string, help: string, lines: (t: TargetHealth) => ReadonlyArray<string>) => {
+        out.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`)
+        for (const t of targets) out.push(...lines(t))
+      }
+      const series = (name: string, t: TargetHealth, value: number | undefined, labels: Readonly<Record<string, string>> = {}) =>
+        value === undefined ? [] : [`${name}${labelText({ target: t.target, ...labels })} ${value}`]
+      perTarget("gateway_target_state", "Health of each target on this replica: 1 for its state (healthy, cooled, probing), 0 for the others.", (t) =>
+        TARGET_STATES.flatMap((state) => series("gateway_target_state", t, t.state === state ? 1 : 0, { state }))
+      )
+      perTarget("gateway_target_in_flight", "Calls on each target now (from the attempt to the end of the answer).", (t) => series("gateway_target_in_flight", t, t.inFlight))
+      perTarget("gateway_target_error_rate", "Moving share of each target's attempts that failed retryably (about the last twenty).", (t) =>
+        series("gateway_target_error_rate", t, t.errorRate)
+      )
+      perTarget("gateway_target_ttft_seconds", "Moving average of each target's time to its first event.", (t) =>
+        series("gateway_target_ttft_seconds", t, t.ttftMs === undefined ? undefined : t.ttftMs / 1000)
+      )
+      perTarget("gateway_target_latency_seconds", "Moving average of each target's whole call.", (t) =>
+        series("gateway_target_latency_seconds", t, t.latencyMs === undefined ? undefined : t.latencyMs / 1000)
+      )
       return `${out.join("\n")}\n`
     }
   }

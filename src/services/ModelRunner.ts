@@ -13,6 +13,7 @@ import { ProviderClient, type ProviderTarget } from "./ProviderClient.js"
 import { UsageLog, type Caller } from "./Usage.js"
 import { DEFAULT_OUTPUT_CAP, Quota, type Reservation } from "./Quota.js"
 import { Health } from "./Health.js"
+import { Router, type Plan } from "./Router.js"
 import type { RateLimitView } from "../domain/Quota.js"
 import { estimateTokens, geminiCalibration, messagesCalibration } from "../domain/TokenEstimate.js"
 
@@ -121,6 +122,11 @@ interface Call {
   recorded: boolean
   /** what the call holds of its app's and key's limits until it is recorded */
   reservation: Reservation | undefined
+  /** the targets in the order to try them */
+  plan: Plan | undefined
+  /** the target that answered, in flight until the call is released, and when its attempt began */
+  answering: ProviderTarget | undefined
+  attemptT0: number
 }
 
 /**
@@ -149,6 +155,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const metrics = yield* Metrics
       const quota = yield* Quota
       const health = yield* Health
+      const router = yield* Router
       const tracing = tracingEnabled(config)
 
       /** The usage record and metrics of a finished, failed or cancelled call: once. */
@@ -216,7 +223,10 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         ttftMs: undefined,
         usage: undefined,
         recorded: false,
-        reservation: undefined
+        reservation: undefined,
+        plan: undefined,
+        answering: undefined,
+        attemptT0: 0
       })
 
       /** Close the exchange open now (and end its span). */
@@ -237,6 +247,10 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             limits.releaseModelSlot()
           }
           record(call, "cancelled")
+          if (call.answering !== undefined) {
+            health.done(call.answering, performance.now() - call.attemptT0)
+            call.answering = undefined
+          }
           return closeSource(call, Exit.void)
         })
 
@@ -271,9 +285,14 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, providers.refusedParams(target, options.request))
         const opened = Effect.suspend(() => {
           health.take(target)
+          call.attemptT0 = performance.now()
           call.source = providers.open({ target, request, deadline: options.deadline })
           return Effect.onInterrupt(
-            Effect.tap(read(call.source.pull), () => health.succeeded(target)),
+            Effect.tap(read(call.source.pull), () => {
+              call.answering = target
+              health.succeeded(target, performance.now() - call.attemptT0)
+              if (call.plan !== undefined) router.answered(call.plan, target)
+            }),
             () => Effect.sync(() => health.released(target))
           )
         })
@@ -311,8 +330,11 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             call.slot = true
             return Effect.flatMap(admit(call, resolved.targets[0]), () => {
               if (call.options.deadline - Date.now() <= 0) return Effect.fail(timeout())
-              // healthy targets first; cooled ones last, the one whose cooldown ends first first
-              return Effect.flatMap(health.order(resolved.targets), (targets) => attempt(call, read, targets, 0, undefined))
+              // by the alias's strategy or the conversation; cooled targets last, the one whose cooldown ends first first
+              return Effect.flatMap(router.plan(resolved, call.options.request), (plan) => {
+                call.plan = plan
+                return attempt(call, read, plan.targets, 0, undefined)
+              })
             })
           })
         ).pipe(Effect.tapError((error) => Effect.sync(() => record(call, error.code))))

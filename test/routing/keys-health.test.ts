@@ -63,7 +63,10 @@ describe("apiKeys: each key a target, cooled down on its own", () => {
     expect(keysUsed(from).filter((k) => k === KEY_A.slice(-14))).toHaveLength(1)
     // the status page names the resting key by index, never the key
     const status = await get(gw, "/gateway/status", ADMIN)
-    expect(parse(status).targets).toEqual([expect.objectContaining({ target: "pool/model#key0", state: "cooled" })])
+    expect(parse(status).targets).toEqual([
+      expect.objectContaining({ target: "pool/model#key0", state: "cooled", inFlight: 0 }),
+      expect.objectContaining({ target: "pool/model#key1", state: "healthy", inFlight: 0, errorRate: 0 })
+    ])
     expect(status.text).not.toContain(KEY_A)
     limited.delete(KEY_A)
     await sleep(2200)

@@ -26,7 +26,7 @@ describe("Health", () => {
       // the probe: while it runs, the others keep away from a
       health.take(a)
       expect(ids(yield* health.order([a, b, c]))).toEqual(["b", "c", "a"])
-      health.succeeded(a)
+      health.succeeded(a, 5)
       expect(ids(yield* health.order([a, b, c]))).toEqual(["a", "b", "c"])
     })
   )

@@ -1,5 +1,6 @@
 import { Quota } from "../../src/services/Quota.js"
 import { Health } from "../../src/services/Health.js"
+import { Router } from "../../src/services/Router.js"
 import { Log } from "../../src/services/Log.js"
 import { Context, Effect, Layer, Ref, Stream } from "effect"
 import { Settings, type GatewayConfig } from "../../src/Config.js"
@@ -50,6 +51,6 @@ export const runnerLayer = <P>(config: GatewayConfig, providers: Layer.Layer<Pro
   const base = Layer.mergeAll(Layer.succeed(Settings, config), KeyStore.layer(config), Catalog.layer(config))
   const limits = Limits.layer(config).pipe(Layer.provide(base))
   const quota = Quota.layerInMemory.pipe(Layer.provide(Layer.merge(base, Log.layer(false))))
-  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providers, UsageLog.disabled, Metrics.layer, quota, Health.layer)))
+  const runner = ModelRunner.layer.pipe(Layer.provide(Layer.mergeAll(base, limits, providers, UsageLog.disabled, Metrics.layer, quota, Health.layer, Router.layer.pipe(Layer.provide(Health.layer)))))
   return Layer.mergeAll(base, limits, providers, runner, quota)
 }

@@ -31,7 +31,13 @@ export const configOf = (document: Record<string, unknown>, env: Record<string, 
  */
 export const startGateway = async (
   document: Record<string, unknown>,
-  options: { readonly providers?: Layer.Layer<ProviderClient>; readonly env?: Record<string, string | undefined>; readonly dataDir?: string } = {}
+  options: {
+    readonly providers?: Layer.Layer<ProviderClient>
+    readonly env?: Record<string, string | undefined>
+    readonly dataDir?: string
+    /** the routing strategies' random source */
+    readonly random?: () => number
+  } = {}
 ): Promise<TestGateway> => {
   const ownsDir = options.dataDir === undefined
   const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "gw-test-"))
@@ -40,7 +46,11 @@ export const startGateway = async (
     options.env
   )
   const scope = Effect.runSync(Scope.make())
-  const layer = gatewayLayer(config, { shutdownGraceMs: 500, ...(options.providers !== undefined ? { providers: options.providers } : {}) })
+  const layer = gatewayLayer(config, {
+    shutdownGraceMs: 500,
+    ...(options.providers !== undefined ? { providers: options.providers } : {}),
+    ...(options.random !== undefined ? { random: options.random } : {})
+  })
   const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
   const address = Context.get(context, GatewayServer)
   let closed = false

@@ -191,7 +191,8 @@ const decodeChatRequest = (wire: ChatRequest, limits: { readonly maxChoices: num
     ...(structured !== undefined ? { structured } : {}),
     parallelToolCalls: wire.parallel_tool_calls !== false,
     stream: wire.stream === true,
-    ...(wire.user !== undefined ? { user: wire.user } : {})
+    ...(wire.user !== undefined ? { user: wire.user } : {}),
+    ...(wire.prompt_cache_key != null ? { conversation: wire.prompt_cache_key } : {})
   }
   return { request, n, includeUsage: wire.stream_options?.include_usage === true }
 }

@@ -104,6 +104,8 @@ export const ChatRequest = Schema.Struct({
   reasoning_effort: Schema.optional(Schema.NullOr(Schema.String)),
   /** the caller's end user when `user` is absent (read only when it is a string) */
   safety_identifier: Schema.optional(Schema.Unknown),
+  /** the client's conversation name: keeps a conversation on one target with affinity */
+  prompt_cache_key: Schema.optional(Schema.NullOr(Schema.String)),
   ...sampling
 })
 export type ChatRequest = typeof ChatRequest.Type

@@ -50,7 +50,7 @@ export const opsRoutes = Effect.gen(function* () {
     Effect.gen(function* () {
       const caller = yield* auth(ctx)
       if (keys.hasAdmin && caller._tag !== "admin") return yield* Errors.permission("admin_key_required", "Metrics are read with the admin key on this gateway")
-      return Reply.text(metrics.render(gauges()), "text/plain; version=0.0.4; charset=utf-8")
+      return Reply.text(metrics.render({ ...gauges(), targets: yield* health.states }), "text/plain; version=0.0.4; charset=utf-8")
     })
 
   const statusHandler = (ctx: RequestContext) =>
@@ -69,8 +69,8 @@ export const opsRoutes = Effect.gen(function* () {
           type: p.type,
           recent: { windowSeconds: 300, calls: recent.get(name)?.calls ?? 0, failures: recent.get(name)?.failures ?? 0, errorRate: recent.get(name)?.errorRate ?? 0 }
         })),
-        // targets that have failed on this replica: cooled, probing, or healthy again (keys by index, never the key)
-        targets: (yield* health.states).map((t) => ({ target: t.target, state: t.state, ...(t.cooledUntil !== undefined ? { cooledUntil: new Date(t.cooledUntil).toISOString() } : {}) })),
+        // each target called on this replica (keys by index, never the key): state, calls in flight, moving error rate and latencies
+        targets: (yield* health.states).map(({ cooledUntil, ...t }) => ({ ...t, ...(cooledUntil !== undefined ? { cooledUntil: new Date(cooledUntil).toISOString() } : {}) })),
         inFlight: { requests: g.requestsInFlight, modelRequests: g.modelRequestsInFlight, bodyBytes: g.bodyBytesInFlight },
         storedResponses: yield* responses.stats(),
         files: yield* files.stats()

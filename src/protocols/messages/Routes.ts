@@ -59,8 +59,9 @@ export const messagesRoutes = Effect.gen(function* () {
       const files = yield* resolveFiles(ctx.principal.app, messagesFileRefs(wire), "messages")
       const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream, files }), { onLeft: Effect.fail, onRight: Effect.succeed })
       const betas = clientBetas(ctx.headers)
-      const request = withRespondTool(betas.length === 0 ? decoded.request : { ...decoded.request, betas })
       const metadataUser = typeof wire.metadata === "object" && wire.metadata !== null && "user_id" in wire.metadata ? wire.metadata.user_id : undefined
+      const conversation = typeof metadataUser === "string" && metadataUser !== "" ? { conversation: metadataUser } : {}
+      const request = withRespondTool(betas.length === 0 ? { ...decoded.request, ...conversation } : { ...decoded.request, ...conversation, betas })
       const runOptions = {
         caller: callerOf(ctx, typeof metadataUser === "string" ? metadataUser : undefined, wire.model),
         model: wire.model,

@@ -105,7 +105,8 @@ export const responsesRoutes = Effect.gen(function* () {
         ...(structured !== undefined ? { structured } : {}),
         parallelToolCalls,
         stream: wire.stream === true,
-        ...(wire.user ? { user: wire.user } : {})
+        ...(wire.user ? { user: wire.user } : {}),
+        ...(wire.prompt_cache_key ? { conversation: wire.prompt_cache_key } : {})
       }
       const headers: Record<string, string> = {}
       if (plan.droppedHosted.length > 0) headers["x-gateway-dropped-tools"] = plan.droppedHosted.join(",")

@@ -155,6 +155,8 @@ export const ResponsesRequest = Schema.Struct({
   previous_response_id: Schema.optional(Schema.NullOr(Schema.String)),
   user: Schema.optional(Schema.NullOr(Schema.String)),
   safety_identifier: Schema.optional(Schema.NullOr(Schema.String)),
+  /** the client's conversation name: keeps a conversation on one target with affinity */
+  prompt_cache_key: Schema.optional(Schema.NullOr(Schema.String)),
   metadata: Schema.optional(Schema.Unknown),
   // refused when present with a value (spec 7.2)
   conversation: Schema.optional(Schema.Unknown),
