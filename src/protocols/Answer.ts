@@ -7,6 +7,7 @@ import { Reply, type RequestContext, type Written } from "../http/Route.js"
 import { encodedPull, writePulled, writeStream } from "../http/Writer.js"
 import type { ModelRunner, RunOptions, StartedRun } from "../services/ModelRunner.js"
 import { holdStructured } from "./HeldBack.js"
+import { targetName } from "../providers/Provider.js"
 
 /**
  * The one answer writer of the model protocols. A protocol says how its answer looks — a JSON body
@@ -17,9 +18,15 @@ import { holdStructured } from "./HeldBack.js"
 /** What a protocol knows of the runs behind an answer (for its headers). */
 export type RunFacts = Pick<StartedRun, "target" | "sessionId" | "droppedParams" | "rateLimit">
 
-/** The protocol's headers of an answer, with the rate-limit headers of its runs (the tightest). */
+/**
+ * The protocol's headers of an answer, with the target that answered (`x-gateway-target`:
+ * `<provider>/<model>`, `#key<i>` for one of several keys; only for an answer of one run)
+ * and the rate-limit headers of its runs (the tightest).
+ */
 const answerHeaders = (spec: AnswerSpec, runs: ReadonlyArray<RunFacts>): Record<string, string> => {
   const headers = spec.headers(runs)
+  // with several choices or candidates none is named (spec 4.x: the fan-out does not report the target)
+  if (runs.length === 1) headers["x-gateway-target"] = targetName(runs[0].target)
   let view: RateLimitView | undefined
   for (const run of runs) {
     const v = run.rateLimit

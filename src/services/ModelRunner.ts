@@ -191,7 +191,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           protocol: caller.protocol,
           route: caller.route,
           requestedModel: options.model.slice(0, 200),
-          ...(target !== undefined ? { model: target.id, provider: target.provider } : {}),
+          ...(target !== undefined ? { model: target.id, provider: target.provider, ...(target.keyIndex !== undefined ? { keyIndex: target.keyIndex } : {}) } : {}),
           ...(call.sessionId !== undefined ? { sessionId: call.sessionId } : {}),
           status,
           usage,

@@ -34,6 +34,8 @@ export interface UsageRecord {
   /** `<provider>/<model>` that answered (or was last tried) */
   readonly model?: string
   readonly provider?: string
+  /** which of the provider's `apiKeys` answered (absent with one key) */
+  readonly keyIndex?: number
   readonly sessionId?: string
   /** `ok`, or the error code the call failed with */
   readonly status: string
@@ -74,6 +76,7 @@ const UsageRow = Schema.Struct({
   requested_model: Schema.String,
   model: NullableString,
   provider: NullableString,
+  key_index: Schema.NullOr(Schema.Number),
   session_id: NullableString,
   status: Schema.String,
   input_tokens: Schema.Number,
@@ -101,6 +104,7 @@ const rowOf = (r: UsageRecord): typeof UsageRow.Type => ({
   requested_model: text(r.requestedModel),
   model: optionalText(r.model),
   provider: optionalText(r.provider),
+  key_index: r.keyIndex ?? null,
   session_id: optionalText(r.sessionId),
   status: text(r.status),
   input_tokens: r.usage.inputTokens,

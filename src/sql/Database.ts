@@ -25,6 +25,7 @@ import usageCost from "./migrations/0014_usage_cost.js"
 import keysExpiry from "./migrations/0015_keys_expiry.js"
 import usageRollups from "./migrations/0016_usage_rollups.js"
 import quota from "./migrations/0017_quota.js"
+import usageKeyIndex from "./migrations/0018_usage_key_index.js"
 import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { WalSync } from "./WalSync.js"
@@ -50,7 +51,8 @@ const migrations = Migrator.fromRecord({
   "0014_usage_cost": usageCost,
   "0015_keys_expiry": keysExpiry,
   "0016_usage_rollups": usageRollups,
-  "0017_quota": quota
+  "0017_quota": quota,
+  "0018_usage_key_index": usageKeyIndex
 })
 
 /** Which backend holds the gateway's state. */
