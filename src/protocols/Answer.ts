@@ -25,7 +25,7 @@ export type RunFacts = Pick<StartedRun, "target" | "sessionId" | "droppedParams"
  */
 const answerHeaders = (spec: AnswerSpec, runs: ReadonlyArray<RunFacts>): Record<string, string> => {
   const headers = spec.headers(runs)
-  // with several choices or candidates none is named (spec 4.x: the fan-out does not report the target)
+  // with several choices or candidates none is named, as the spec says of the fan-out
   if (runs.length === 1) headers["x-gateway-target"] = targetName(runs[0].target)
   let view: RateLimitView | undefined
   for (const run of runs) {
