@@ -63,18 +63,21 @@ export interface ConversationKey {
 /**
  * The key of the conversation a request belongs to: the client's own conversation id when it
  * sends one (`prompt_cache_key`, `metadata.user_id`), else a digest of what every turn of a
- * conversation repeats: the system prompt and the first message (a client that keeps a prompt
- * cache warm sends that prefix unchanged). Cache markers are not part of it: clients move them
- * from turn to turn. Undefined for a request with neither (nothing to recognise).
+ * conversation repeats: the first part of the system prompt as the client sent it, and the first
+ * message (a client that keeps a prompt cache warm sends that prefix unchanged). Only the first
+ * system part: system and developer messages met later in a history join the system prompt, and
+ * a conversation must not move when one is added. Cache markers are not part of it: clients move
+ * them from turn to turn. Undefined for a request with neither (nothing to recognise).
  */
 export const conversationKey = (request: CanonicalRequest, pinned: string | undefined): ConversationKey | undefined => {
   const hash = createHash("sha1")
   if (pinned !== undefined && pinned !== "") hash.update("pin\u0000").update(pinned)
   else {
     const first = request.messages[0]
-    if (first === undefined && request.system.length === 0) return undefined
+    const system = request.system[0]
+    if (first === undefined && system === undefined) return undefined
     hash.update("history\u0000")
-    for (const part of request.system) hash.update(part.text).update("\u0000")
+    if (system !== undefined) hash.update(system.text)
     hash.update("\u0001")
     if (first !== undefined) addMessage(hash, first)
   }

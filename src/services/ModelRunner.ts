@@ -107,6 +107,8 @@ export const dropUnsupported = (
  */
 interface Call {
   readonly options: RunOptions
+  /** the request as the caller sent it (before the app's policy joins its system prompt): what a conversation is recognised by */
+  readonly opening: CanonicalRequest
   readonly at: number
   readonly t0: number
   slot: boolean
@@ -212,6 +214,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
 
       const newCall = (given: RunOptions): Call => ({
         options: withSystem(given),
+        opening: given.request,
         at: Date.now(),
         t0: performance.now(),
         slot: false,
@@ -331,7 +334,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
             return Effect.flatMap(admit(call, resolved.targets[0]), () => {
               if (call.options.deadline - Date.now() <= 0) return Effect.fail(timeout())
               // by the alias's strategy or the conversation; cooled targets last, the one whose cooldown ends first first
-              return Effect.flatMap(router.plan(resolved, call.options.request), (plan) => {
+              return Effect.flatMap(router.plan(resolved, call.opening), (plan) => {
                 call.plan = plan
                 return attempt(call, read, plan.targets, 0, undefined)
               })
