@@ -19,6 +19,16 @@ import { targetName } from "../providers/Provider.js"
 export type RunFacts = Pick<StartedRun, "target" | "sessionId" | "droppedParams" | "rateLimit">
 
 /**
+ * A target's name as a header value: a model named by the client may hold any character (NUL, line
+ * breaks, non-ASCII), and Node refuses such a header outright. Each code unit outside visible ASCII
+ * is percent-encoded (UTF-8, a lone surrogate as U+FFFD), and so is `%` itself.
+ */
+export const headerText = (text: string): string =>
+  /^[\x21-\x24\x26-\x7e]*$/.test(text)
+    ? text
+    : text.replace(/[^\x21-\x24\x26-\x7e]/gu, (c) => (c.length === 1 && c.charCodeAt(0) >= 0xd800 && c.charCodeAt(0) <= 0xdfff ? "%EF%BF%BD" : encodeURIComponent(c)))
+
+/**
  * The protocol's headers of an answer, with the target that answered (`x-gateway-target`:
  * `<provider>/<model>`, `#key<i>` for one of several keys; only for an answer of one run)
  * and the rate-limit headers of its runs (the tightest).
@@ -26,7 +36,7 @@ export type RunFacts = Pick<StartedRun, "target" | "sessionId" | "droppedParams"
 const answerHeaders = (spec: AnswerSpec, runs: ReadonlyArray<RunFacts>): Record<string, string> => {
   const headers = spec.headers(runs)
   // with several choices or candidates none is named, as the spec says of the fan-out
-  if (runs.length === 1) headers["x-gateway-target"] = targetName(runs[0].target)
+  if (runs.length === 1) headers["x-gateway-target"] = headerText(targetName(runs[0].target))
   let view: RateLimitView | undefined
   for (const run of runs) {
     const v = run.rateLimit
