@@ -273,7 +273,13 @@ const formatIssues = (error: ParseResult.ParseError): Array<string> => {
     const message = issue._tag === "Missing" ? "is required" : issue.message
     byPath.set(where, [...(byPath.get(where) ?? []), message])
   }
-  return [...byPath].map(([where, messages]) => {
+  const paths = [...byPath.keys()]
+  // a value one member of a union took the shape of (an alias `{ targets }`, an object target)
+  // has its problems inside; the other members' mismatch at the value itself ("Expected string,
+  // actual {...}") would only mislead: it is left out
+  const mismatchOnly = (where: string, messages: ReadonlyArray<string>) =>
+    messages.every((m) => /^Expected .+, actual .+$/s.test(m)) && paths.some((p) => p.startsWith(`${where}.`))
+  return [...byPath].filter(([where, messages]) => where === "(root)" || !mismatchOnly(where, messages)).map(([where, messages]) => {
     const expected = messages.map((m) => /^Expected (.+), actual (.+)$/.exec(m))
     if (messages.length > 1 && expected.every((m) => m !== null)) {
       return `${where}: Expected ${expected.map((m) => m![1]).join(" | ")}, actual ${expected[0]![2]}`

@@ -1,9 +1,11 @@
-import { Either, Redacted } from "effect"
+import { Effect, Either, Redacted } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { decodeConfig, defaultConfigDocument, loadConfigFile, parseConfigText, type ConfigProblems, type GatewayConfig } from "../../src/Config.js"
+import { aliasTargets, decodeConfig, defaultConfigDocument, loadConfigFile, parseConfigText, type ConfigProblems, type GatewayConfig } from "../../src/Config.js"
+import { targetName } from "../../src/providers/Provider.js"
+import { Catalog } from "../../src/services/Catalog.js"
 
 /** The decoded config, or a thrown error listing the problems. */
 const ok = (result: Either.Either<GatewayConfig, ConfigProblems>): GatewayConfig => {
@@ -393,6 +395,99 @@ describe("decodeConfig: problems", () => {
     expect(text).not.toContain(env.TEAM)
     expect(text).not.toContain(`"${env.ADMIN}"`)
     expectExactlyPaths(problems, ["adminKey", "keys.0.app", "providers.p.baseUrl", "providers.p.extra"])
+  })
+})
+
+describe("decodeConfig: alias routing (strategy, weights, affinity)", () => {
+  const providers = { a: { type: "mock" }, b: { type: "mock" } }
+  const aliasProblems = (alias: unknown) => problemsOf(decodeConfig({ providers, aliases: { r: alias } }, {}))
+
+  it("an unknown strategy is refused naming aliases.<a>.strategy and the strategies there are", () => {
+    const problems = aliasProblems({ strategy: "random", targets: ["a/x", "b/y"] })
+    // one line: not also "aliases.r: Expected string" from the string form of an alias
+    expectExactlyPaths(problems, ["aliases.r.strategy"])
+    expect(problems[0]).toBe('aliases.r.strategy: Expected "ordered" | "weighted" | "least-busy" | "lowest-latency", actual "random"')
+  })
+
+  it("a weight of 0, below 0, not a number or not finite is refused naming aliases.<a>.targets.<i>.weight", () => {
+    for (const [weight, message] of [
+      [0, "Expected a positive number, actual 0"],
+      [-2, "Expected a positive number, actual -2"],
+      ["2", 'Expected number, actual "2"'],
+      [Number.POSITIVE_INFINITY, "Expected a finite number, actual Infinity"]
+    ] as const) {
+      const problems = aliasProblems({ strategy: "weighted", targets: ["a/x", { model: "b/y", weight }] })
+      expectExactlyPaths(problems, ["aliases.r.targets.1.weight"])
+      expect(problems[0]).toBe(`aliases.r.targets.1.weight: ${message}`)
+    }
+  })
+
+  it("a target object without model is refused naming aliases.<a>.targets.<i>.model; a misspelt field is named too", () => {
+    expectExactlyPaths(aliasProblems({ strategy: "weighted", targets: ["a/x", { weight: 2 }] }), ["aliases.r.targets.1.model"])
+    expect(aliasProblems({ targets: [{ weight: 2 }, "b/y"] })).toEqual(["aliases.r.targets.0.model: is required"])
+    const misspelt = aliasProblems({ targets: [{ model: "a/x", wieght: 2 }] })
+    expectExactlyPaths(misspelt, ["aliases.r.targets.0.wieght"])
+    expect(misspelt[0]).toMatch(/is unexpected/)
+  })
+
+  it("an affinity other than none or conversation is refused naming aliases.<a>.affinity", () => {
+    const problems = aliasProblems({ affinity: "user", targets: ["a/x", "b/y"] })
+    expectExactlyPaths(problems, ["aliases.r.affinity"])
+    expect(problems[0]).toBe('aliases.r.affinity: Expected "none" | "conversation", actual "user"')
+  })
+
+  it("no targets, and an object target naming an unknown provider, are refused at their paths", () => {
+    expectExactlyPaths(aliasProblems({ strategy: "weighted", targets: [] }), ["aliases.r.targets.0"])
+    const unknown = aliasProblems({ strategy: "weighted", targets: ["a/x", { model: "ghost/y", weight: 2 }] })
+    expectExactlyPaths(unknown, ["aliases.r.targets.1.model"])
+    expect(unknown[0]).toContain('"ghost/y"')
+  })
+
+  it("every problem of one alias is reported, each at its own path", () => {
+    const problems = aliasProblems({ strategy: "fastest", affinity: "sticky", targets: [{ model: "a/x", weight: 0 }, { weight: 1 }] })
+    expectExactlyPaths(problems, ["aliases.r.strategy", "aliases.r.affinity", "aliases.r.targets.0.weight", "aliases.r.targets.1.model"])
+  })
+
+  it("an alias that is not a string or an object still says what an alias is", () => {
+    const problems = aliasProblems(5)
+    expectExactlyPaths(problems, ["aliases.r"])
+    expect(problems[0]).toMatch(/^aliases\.r: Expected string \| \{.*targets.*\}, actual 5$/)
+  })
+
+  it("plain string targets and object targets mix; a target without a weight weighs 1; every strategy and affinity decodes", () => {
+    const mixed = { strategy: "weighted", affinity: "conversation", targets: ["a/x", { model: "b/y", weight: 2.5 }, { model: "a/z" }] }
+    const config = ok(decodeConfig({ providers, aliases: { r: mixed, plain: "a/x" } }, {}))
+    expect(config.aliases.r).toEqual(mixed)
+    expect(aliasTargets(config.aliases.r)).toEqual([
+      { model: "a/x", weight: 1 },
+      { model: "b/y", weight: 2.5 },
+      { model: "a/z", weight: 1 }
+    ])
+    expect(aliasTargets(config.aliases.plain)).toEqual([{ model: "a/x", weight: 1 }])
+    for (const strategy of ["ordered", "weighted", "least-busy", "lowest-latency"]) {
+      for (const affinity of ["none", "conversation"]) ok(decodeConfig({ providers, aliases: { r: { strategy, affinity, targets: ["a/x", { model: "b/y", weight: 3 }] } } }, {}))
+    }
+  })
+
+  it("the catalog resolves the mixed alias to its targets with their weights; a provider's apiKeys split its weight evenly", () => {
+    const config = ok(
+      decodeConfig(
+        {
+          providers: { a: { type: "mock" }, k: { type: "openai", baseUrl: "http://127.0.0.1:9/v1", apiKeys: ["key-one-0123", "key-two-0123"] } },
+          aliases: {
+            r: { strategy: "least-busy", targets: ["a/x", { model: "k/y", weight: 3 }] },
+            plain: { targets: ["a/x", "k/y"] }
+          }
+        },
+        {}
+      )
+    )
+    const catalog = Catalog.make(config)
+    const resolved = Effect.runSync(catalog.resolve("r", catalog.app("default")))
+    expect(resolved.targets.map(targetName)).toEqual(["a/x", "k/y#key0", "k/y#key1"])
+    expect(resolved.route).toEqual({ alias: "r", strategy: "least-busy", affinity: false, weights: [1, 1.5, 1.5] })
+    // an ordered alias without affinity has no route: its targets are tried in the order given
+    expect(Effect.runSync(catalog.resolve("plain", catalog.app("default"))).route).toBeUndefined()
   })
 })
 
