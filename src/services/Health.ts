@@ -51,9 +51,10 @@ interface Record {
 export interface TargetLoad {
   readonly inFlight: number
   readonly ttftMs: number | undefined
+  readonly errorRate: number
 }
 
-const idle: TargetLoad = { inFlight: 0, ttftMs: undefined }
+const idle: TargetLoad = { inFlight: 0, ttftMs: undefined, errorRate: 0 }
 
 export interface TargetHealth {
   readonly target: string

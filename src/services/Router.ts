@@ -52,8 +52,14 @@ export class Router extends Context.Tag("gateway/Router")<
             return rotated.sort((a, b) => (busy.get(a) as number) - (busy.get(b) as number))
           }
           case "lowest-latency": {
-            // a target never measured goes first: it is measured on its first call
-            const ttft = new Map(targets.map((t) => [t, health.load(targetName(t)).ttftMs ?? -1]))
+            // a target never measured goes first (it is measured on its first call), unless it has
+            // only failed so far: then it goes last, and probes find out when it answers
+            const ttft = new Map(
+              targets.map((t) => {
+                const load = health.load(targetName(t))
+                return [t, load.ttftMs ?? (load.errorRate > 0 ? Number.POSITIVE_INFINITY : -1)]
+              })
+            )
             const sorted = [...targets].sort((a, b) => (ttft.get(a) as number) - (ttft.get(b) as number))
             if (random() >= PROBE_SHARE) return sorted
             const probe = 1 + Math.floor(random() * (sorted.length - 1))
