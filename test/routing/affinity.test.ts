@@ -12,22 +12,12 @@ import { asRecord, isRecord, records, type Json } from "../responses/helpers.js"
 import { chatJson, chatSse, openAiError, startFakeUpstream, type ChatSseOptions, type FakeUpstream, type RecordedRequest, type Reply } from "../support/FakeUpstream.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 import { claudeCode, claudeUser, claudeUserJson, CLIENT_KEY, codex, geminiCli, responsesChain, uuidOf, type Conversation } from "./conversations.js"
+import { mulberry32 } from "../support/Prng.js"
 
 /** the weight of each upstream's target: p0/m has 3, the others 1 */
 const WEIGHTS = [3, 1, 1, 1]
 const TURNS = 10
 
-/** A seeded random source for the strategies (mulberry32): the same spread on every run. */
-const seeded = (seed: number) => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The upstreams: four fake chat-completions servers, one per target, logging what reached them
@@ -103,7 +93,7 @@ const documentOf = (): Json => {
 
 const gateways: Array<TestGateway> = []
 const gateway = async (seed: number): Promise<TestGateway> => {
-  const gw = await startGateway(documentOf(), { random: seeded(seed) })
+  const gw = await startGateway(documentOf(), { random: mulberry32(seed) })
   gateways.push(gw)
   return gw
 }
