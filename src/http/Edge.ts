@@ -166,7 +166,14 @@ export const makeEdge = (routes: ReadonlyArray<Route>, mounts: ReadonlyArray<Mou
               if (!response.writableEnded) response.end()
               return finish(response.statusCode)
             }
-            response.writeHead(reply.status, { ...reply.headers, ...idHeaders })
+            try {
+              response.writeHead(reply.status, { ...reply.headers, ...idHeaders })
+            } catch (defect) {
+              // a header value Node refuses (a character it cannot carry): a 500 rather than no answer
+              log.error("request.defect", { requestId, route: label, defect: defectName(defect) })
+              if (reply.status !== 500) return writeError(Errors.internal("internal_error", "The gateway failed while handling this request"))
+              throw defect
+            }
             response.end(method === "HEAD" ? undefined : reply.body)
             finish(reply.status)
           }
