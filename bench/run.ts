@@ -17,6 +17,9 @@
  *                TEST_DATABASE_URL names one)
  *   --limits     only the cost of rate limits and budgets (bench/limits.ts): with and without, on
  *                SQLite, PostgreSQL and two PostgreSQL replicas, and the limit held under overload
+ *   --routing    only the cost of routing (bench/routing.ts): CPU per request of a plain alias against
+ *                a weighted alias over 2 targets, the same with conversation affinity, least-busy and
+ *                lowest-latency, in alternated rounds (target: weighted <= 1.1x plain)
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -27,10 +30,11 @@ import { load, median, post, repoRoot, startGateway, type LoadResult } from "./l
 import { closeLoader } from "./procs.js"
 import { runLimitsBench, type LimitsBenchReport } from "./limits.js"
 import { runPostgresBench, type PostgresBenchReport } from "./postgres.js"
+import { routingSettings, runRoutingBench, type RoutingBenchReport } from "./routing.js"
 import { runSoak, soakSettings, type SoakReport } from "./soak.js"
 
 const argv = process.argv.slice(2)
-const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres", "--limits"]
+const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres", "--limits", "--routing"]
 /** `--soak-seconds N` (or `--soak-seconds=N`) */
 let soakSeconds: number | undefined
 for (let i = 0; i < argv.length; i++) {
@@ -59,7 +63,9 @@ const soak = argv.includes("--soak") || soakSeconds !== undefined || argv.includ
 const postgresOnly = argv.includes("--postgres")
 /** `--limits`: only the cost of limits and budgets */
 const limitsOnly = argv.includes("--limits")
-const comparison = !postgresOnly && !limitsOnly && !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
+/** `--routing`: only the cost of routing */
+const routingOnly = argv.includes("--routing")
+const comparison = !postgresOnly && !limitsOnly && !routingOnly && !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
 const seconds = quick ? 2 : 4
 const rounds = quick ? 1 : 3
 const startedAt = new Date()
@@ -167,9 +173,11 @@ let report: ContestReport | undefined
 let soakReport: SoakReport | undefined
 let postgresReport: PostgresBenchReport | undefined
 let limitsReport: LimitsBenchReport | undefined
+let routingReport: RoutingBenchReport | undefined
 try {
   if (postgresOnly) postgresReport = await runPostgresBench({ seconds: quick ? 2 : 4, rounds: quick ? 1 : 3 }, log)
   if (limitsOnly) limitsReport = await runLimitsBench({ seconds: quick ? 2 : 4, rounds: quick ? 2 : 10 }, log)
+  if (routingOnly) routingReport = await runRoutingBench(routingSettings(quick), log)
   if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer") }, log)
   if (existing) await existingScenarios()
   // a quick run has a 1-minute soak unless told otherwise
@@ -188,9 +196,10 @@ if (rows.length > 0) {
 if (soakReport !== undefined) process.stdout.write(`\n${soakReport.text}\n`)
 if (postgresReport !== undefined) process.stdout.write(`\nstorage backends${quick ? " (quick)" : ""}\n\n${postgresReport.table}\n`)
 if (limitsReport !== undefined) process.stdout.write(`\nrate limits and budgets${quick ? " (quick)" : ""}\n\n${limitsReport.table}\n`)
+if (routingReport !== undefined) process.stdout.write(`\nrouting: CPU per request of routed aliases against a plain one${quick ? " (quick)" : ""}\n\n${routingReport.table}\n`)
 const out = path.join(repoRoot, "bench/results")
 fs.mkdirSync(out, { recursive: true })
 const file = path.join(out, `${startedAt.toISOString().replace(/[:.]/g, "-")}.json`)
-fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null, limits: limitsReport ? { rows: limitsReport.rows, targets: limitsReport.targets, falseRefusals: limitsReport.falseRefusals, overload: limitsReport.overload, work: limitsReport.work, deterministic: limitsReport.deterministic, rounds: limitsReport.rounds } : null }, null, 2))
+fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null, limits: limitsReport ? { rows: limitsReport.rows, targets: limitsReport.targets, falseRefusals: limitsReport.falseRefusals, overload: limitsReport.overload, work: limitsReport.work, deterministic: limitsReport.deterministic, rounds: limitsReport.rounds } : null, routing: routingReport ? { settings: routingReport.settings, rows: routingReport.rows, targets: routingReport.targets, work: routingReport.work, deterministic: routingReport.deterministic, rounds: routingReport.rounds } : null }, null, 2))
 process.stdout.write(`\nwrote ${path.relative(repoRoot, file)}\n`)
 process.exit(0)
