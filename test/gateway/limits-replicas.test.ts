@@ -56,27 +56,38 @@ describe.skipIf(!hasPostgres)("limits and budgets across two replicas", () => {
   afterAll(() => stop())
 
   it(`64 clients at 10x requestsPerMinute admit at most the limit (+1 per replica) in the window`, async () => {
-    // the whole flood in one minute window
+    // start early in a minute window: the flood normally ends within it
     const left = 60_000 - (Date.now() % 60_000)
     if (left < 20_000) await sleep(left + 50)
-    const window = Math.floor(Date.now() / 60_000)
     let sent = 0
-    const statuses: Array<number> = []
+    /** each answer with the minute windows it was sent and answered in (its admission lies between) */
+    const answers: Array<{ readonly status: number; readonly sent: number; readonly answered: number }> = []
     const client = async (i: number) => {
       while (sent < RPM * 10) {
         sent++
+        const sentIn = Math.floor(Date.now() / 60_000)
         const r = await chat(i % 2 === 0 ? a : b, FLOOD_KEY, "mock/echo")
-        statuses.push(r.status)
+        answers.push({ status: r.status, sent: sentIn, answered: Math.floor(Date.now() / 60_000) })
         if (r.status === 429) expect((parse(r).error as Json).code).toBe("rate_limit_exceeded")
       }
     }
     await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i)))
-    expect(Math.floor(Date.now() / 60_000), "the flood ran past its window").toBe(window)
+    const statuses = answers.map((x) => x.status)
     const admitted = statuses.filter((s) => s === 200).length
     const refused = statuses.filter((s) => s === 429).length
     expect(admitted + refused).toBe(RPM * 10)
-    // the README's bound is the limit plus one per replica; requests are leased whole, so it is exact
-    expect(admitted).toBeLessThanOrEqual(RPM)
+    // the README's bound is the limit plus one per replica; requests are leased whole, so it is
+    // exact: at most the limit admitted in each window. A busy machine may carry the flood into the
+    // next window, which has a limit of its own; an answer sent in one window and answered in the
+    // next may have been admitted in either, so only the answers wholly inside a window are
+    // counted against it, and the total against the limit of every window touched.
+    const windows = new Set(answers.flatMap((x) => [x.sent, x.answered]))
+    for (const w of windows) {
+      const inWindow = answers.filter((x) => x.status === 200 && x.sent === w && x.answered === w).length
+      expect(inWindow, `admitted in window ${w} (the flood touched ${windows.size})`).toBeLessThanOrEqual(RPM)
+    }
+    expect(admitted).toBeLessThanOrEqual(RPM * windows.size)
+    if (windows.size === 1) expect(admitted).toBeLessThanOrEqual(RPM)
     // the replicas share the limit rather than starve each other for good
     expect(admitted).toBeGreaterThanOrEqual(RPM / 2)
     console.log(`cross-replica: ${admitted} admitted, ${refused} refused, limit ${RPM} per minute, 2 replicas, ${CLIENTS} clients`)
