@@ -11,6 +11,16 @@ export const PROBE_SHARE = 0.05
 /** conversations remembered as moved (per replica): the oldest go first */
 export const MAX_MOVED = 10_000
 
+/** The targets by a figure of each, lowest first (ties in the order given), each figure read once. */
+const sortedBy = (targets: ReadonlyArray<ProviderTarget>, figure: (target: ProviderTarget) => number): ReadonlyArray<ProviderTarget> =>
+  targets
+    .map((target) => ({ target, value: figure(target) }))
+    .sort((a, b) => a.value - b.value)
+    .map((s) => s.target)
+
+/** The list with its `i`th element first, the others in their order. */
+const toFront = <T>(list: ReadonlyArray<T>, i: number): ReadonlyArray<T> => [list[i], ...list.slice(0, i), ...list.slice(i + 1)]
+
 /** The targets of one call in the order to try them, and the conversation it belongs to (with affinity). */
 export interface Plan {
   readonly targets: ReadonlyArray<ProviderTarget>
@@ -47,23 +57,18 @@ export class Router extends Context.Tag("gateway/Router")<
             return weightedOrder(targets, route.weights, random)
           case "least-busy": {
             const start = turn++ % targets.length
-            const rotated = [...targets.slice(start), ...targets.slice(0, start)]
-            const busy = new Map(rotated.map((t) => [t, health.load(targetName(t)).inFlight]))
-            return rotated.sort((a, b) => (busy.get(a) as number) - (busy.get(b) as number))
+            return sortedBy([...targets.slice(start), ...targets.slice(0, start)], (t) => health.load(targetName(t)).inFlight)
           }
           case "lowest-latency": {
             // a target never measured goes first (it is measured on its first call), unless it has
             // only failed so far: then it goes last, and probes find out when it answers
-            const ttft = new Map(
-              targets.map((t) => {
-                const load = health.load(targetName(t))
-                return [t, load.ttftMs ?? (load.errorRate > 0 ? Number.POSITIVE_INFINITY : -1)]
-              })
-            )
-            const sorted = [...targets].sort((a, b) => (ttft.get(a) as number) - (ttft.get(b) as number))
+            const sorted = sortedBy(targets, (t) => {
+              const load = health.load(targetName(t))
+              return load.ttftMs ?? (load.errorRate > 0 ? Number.POSITIVE_INFINITY : -1)
+            })
             if (random() >= PROBE_SHARE) return sorted
             const probe = 1 + Math.floor(random() * (sorted.length - 1))
-            return [sorted[probe], ...sorted.slice(0, probe), ...sorted.slice(probe + 1)]
+            return toFront(sorted, probe)
           }
         }
       }
@@ -78,7 +83,7 @@ export class Router extends Context.Tag("gateway/Router")<
         const conversation = { key: `${route.alias}\u0000${key.text}`, home: targetName(order[0]) }
         const went = moved.get(conversation.key)
         const where = went === undefined ? -1 : order.findIndex((t) => targetName(t) === went)
-        const preferred = where <= 0 ? order : [order[where], ...order.slice(0, where), ...order.slice(where + 1)]
+        const preferred = where <= 0 ? order : toFront(order, where)
         return Effect.map(health.order(preferred), (ordered) => ({ targets: ordered, conversation }))
       }
 
