@@ -29,6 +29,16 @@ export const readBody = (req: IncomingMessage, maxBytes = Number.POSITIVE_INFINI
     req.on("close", finish)
   })
 
+/** The request body as a JSON object: `{}` when it is not JSON (the caller answers that as it sees fit). */
+export const readJsonBody = async (req: IncomingMessage): Promise<Record<string, unknown>> => {
+  try {
+    const parsed: unknown = JSON.parse(await readBody(req))
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {}
+  } catch {
+    return {}
+  }
+}
+
 export interface FakeServerKit {
   /** resolves after ms, or early when the response closes or the server shuts down */
   readonly sleep: (ms: number, res: ServerResponse) => Promise<void>

@@ -34,6 +34,7 @@ import type { AddressInfo, Socket } from "node:net"
 import { chatCompletionObject, chunks } from "./FakeUpstream.js"
 import { events as messageEvents, messageObject, messageSseEvents } from "./FakeMessagesUpstream.js"
 import { errorBody, generateChunks, generateObject } from "./FakeGeminiUpstream.js"
+import { readJsonBody } from "./FakeServer.js"
 
 export type Wire = "openai" | "anthropic" | "gemini"
 
@@ -89,21 +90,6 @@ export interface FaultyUpstream {
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
-const readBody = (req: IncomingMessage): Promise<string> =>
-  new Promise((resolve) => {
-    const parts: Array<Buffer> = []
-    let settled = false
-    const finish = () => {
-      if (settled) return
-      settled = true
-      resolve(Buffer.concat(parts).toString("utf8"))
-    }
-    req.on("data", (d: Buffer) => parts.push(d))
-    req.on("end", finish)
-    req.on("error", finish)
-    req.on("close", finish)
-  })
 
 // ---------------------------------------------------------------------------------------------
 // The wire formats
@@ -403,13 +389,8 @@ export const startFaultyUpstream = async (wire: Wire, options: { readonly keepAl
   }
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    const raw = await readBody(req)
-    let body: Record<string, unknown> = {}
-    try {
-      body = JSON.parse(raw) as Record<string, unknown>
-    } catch {
-      // not JSON: no model, answered 404
-    }
+    // not JSON: no model, answered 404
+    const body = await readJsonBody(req)
     const url = new URL(req.url ?? "/", "http://x")
     let model = typeof body.model === "string" ? body.model : ""
     let stream = body.stream === true

@@ -6,7 +6,7 @@
  * first text until `release`, or cut a stream after some text.
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { makeFakeServer, readBody } from "./FakeServer.js"
+import { makeFakeServer, readJsonBody } from "./FakeServer.js"
 import { chatCompletionObject, chunks } from "./FakeUpstream.js"
 
 /** What the upstream does with one request. */
@@ -83,13 +83,8 @@ export const startRoutedUpstream = async (name: string): Promise<RoutedUpstream>
     })
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    const raw = await readBody(req)
-    let body: Record<string, unknown> = {}
-    try {
-      body = JSON.parse(raw) as Record<string, unknown>
-    } catch {
-      // answered below as a 400
-    }
+    // not JSON: answered below as a 400
+    const body = await readJsonBody(req)
     if (req.method !== "POST" || req.url !== "/v1/chat/completions" || typeof body.model !== "string") {
       res.writeHead(400, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "not a chat completion", type: "invalid_request_error" } }))
       return
