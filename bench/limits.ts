@@ -26,9 +26,9 @@ import type { CanonicalRequest } from "../src/domain/Canonical.js"
 import { costOf } from "../src/domain/Cost.js"
 import { rateLimitHeaders } from "../src/domain/Quota.js"
 import { estimateTokens, messagesCalibration } from "../src/domain/TokenEstimate.js"
-import { Log as GatewayLog } from "../src/services/Log.js"
-import { DEFAULT_OUTPUT_CAP, Quota } from "../src/services/Quota.js"
-import { memoryPool } from "../src/services/QuotaPool.js"
+import { Log as GatewayLog } from "../src/services/ops/Log.js"
+import { DEFAULT_OUTPUT_CAP, Quota } from "../src/services/quota/Quota.js"
+import { memoryPool } from "../src/services/quota/QuotaPool.js"
 
 const KEY = "sk-bench-limits-0123456789"
 /** every limit, none ever reached by the load */

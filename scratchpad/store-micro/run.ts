@@ -7,8 +7,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { randomHex } from "../../src/domain/Ids.js"
-import { Log } from "../../src/services/Log.js"
-import { ResponseStore, type StoredRecord } from "../../src/services/ResponseStore.js"
+import { Log } from "../../src/services/ops/Log.js"
+import { ResponseStore, type StoredRecord } from "../../src/services/responses/ResponseStore.js"
 import { sqliteLayer as databaseLayer } from "../../src/sql/Database.js"
 
 const dir = fs.mkdtempSync(path.join(process.env.MICRO_DIR ?? os.tmpdir(), "store-micro-"))

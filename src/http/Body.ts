@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import type { IncomingMessage } from "node:http"
 import { Errors, type GatewayError } from "../domain/Errors.js"
-import type { BodyReservation } from "../services/Limits.js"
+import type { BodyReservation } from "../services/runner/Limits.js"
 
 export interface BodyLimits {
   readonly maxBytes: number

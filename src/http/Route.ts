@@ -1,8 +1,8 @@
 import type { Effect } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { AnyGatewayError } from "../domain/Errors.js"
-import type { AppSettings } from "../services/Catalog.js"
-import type { Principal } from "../services/KeyStore.js"
+import type { AppSettings } from "../services/routing/Catalog.js"
+import type { Principal } from "../services/keys/KeyStore.js"
 import type { Family } from "./Envelopes.js"
 
 /** How a route authenticates its caller. */

@@ -5,7 +5,7 @@ import { rateLimitHeaders, type RateLimitView } from "../domain/Quota.js"
 import { resolveStructured } from "../domain/Structured.js"
 import { Reply, type RequestContext, type Written } from "../http/Route.js"
 import { encodedPull, writePulled, writeStream } from "../http/Writer.js"
-import type { ModelRunner, RunOptions, StartedRun } from "../services/ModelRunner.js"
+import type { ModelRunner, RunOptions, StartedRun } from "../services/runner/ModelRunner.js"
 import { holdStructured } from "./HeldBack.js"
 import { targetName } from "../providers/Provider.js"
 

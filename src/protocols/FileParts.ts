@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import type { UserPart } from "../domain/Canonical.js"
 import { Errors, type GatewayError } from "../domain/Errors.js"
 import type { Family } from "../http/Envelopes.js"
-import { FileStore, kindOf, type FileKind, type FileRecord } from "../services/FileStore.js"
+import { FileStore, kindOf, type FileKind, type FileRecord } from "../services/files/FileStore.js"
 
 /**
  * Stored files named in model requests (spec 4.4: chat `file` parts, Responses `input_file` /

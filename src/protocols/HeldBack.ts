@@ -3,7 +3,7 @@ import { foldEvents, ModelEvent, type StructuredOutput } from "../domain/Canonic
 import type { GatewayError } from "../domain/Errors.js"
 import { resolveStructured } from "../domain/Structured.js"
 import { drainPull } from "../providers/Provider.js"
-import { replayed, type StartedRun } from "../services/ModelRunner.js"
+import { replayed, type StartedRun } from "../services/runner/ModelRunner.js"
 
 /**
  * A structured answer streams as one piece: the run is read to its end and resolved (respond call,

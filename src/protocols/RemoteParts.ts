@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { Settings } from "../Config.js"
 import type { UserPart } from "../domain/Canonical.js"
-import { RemoteFiles } from "../services/RemoteFiles.js"
+import { RemoteFiles } from "../services/files/RemoteFiles.js"
 
 /**
  * Files named by URL in a request (Responses `input_file.file_url`, Gemini `fileData.fileUri`),

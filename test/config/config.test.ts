@@ -5,7 +5,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { aliasTargets, decodeConfig, defaultConfigDocument, loadConfigFile, parseConfigText, type ConfigProblems, type GatewayConfig } from "../../src/Config.js"
 import { targetName } from "../../src/providers/Provider.js"
-import { Catalog } from "../../src/services/Catalog.js"
+import { Catalog } from "../../src/services/routing/Catalog.js"
 
 /** The decoded config, or a thrown error listing the problems. */
 const ok = (result: Either.Either<GatewayConfig, ConfigProblems>): GatewayConfig => {

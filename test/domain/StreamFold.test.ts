@@ -3,7 +3,7 @@ import * as fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { foldEvents, ModelEvent, type FinishReason, type Usage } from "../../src/domain/Canonical.js"
 import { UpstreamError } from "../../src/domain/Errors.js"
-import { ProviderClient } from "../../src/services/ProviderClient.js"
+import { ProviderClient } from "../../src/services/runner/ProviderClient.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 
 /**

@@ -355,5 +355,5 @@ describe("per-app limits", () => {
   )
 
   // 1 GiB per app (file_storage_full) has no config hook to lower it; it is covered at the
-  // FileStore level by test/services/FileStore.test.ts ("maxBytes: 400 file_storage_full").
+  // FileStore level by test/services/files/FileStore.test.ts ("maxBytes: 400 file_storage_full").
 })

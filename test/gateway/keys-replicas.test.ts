@@ -88,7 +88,7 @@ describe.skipIf(!hasPostgres)("runtime keys on two replicas of one PostgreSQL da
 
     const revoked = await call(a, "DELETE", `${KEY_ROUTE}/${created.id}`, { headers: bearer(ADMIN) })
     expect(revoked.status, revoked.text).toBe(200)
-    // the 1 s bound is the mechanism's (NOTIFY, else the 400 ms poll: test/services/KeyStore.replicas.test.ts); 10 s is a backstop
+    // the 1 s bound is the mechanism's (NOTIFY, else the 400 ms poll: test/services/keys/KeyStore.replicas.test.ts); 10 s is a backstop
     const refused = await pollUntil(() => chat(b, created.key, MODEL), (r) => r.status === 401, 10_000, 20)
     expect(refused.status, refused.text).toBe(401)
     const rest = await chunk(100, png.subarray(100), "upload, finalize")

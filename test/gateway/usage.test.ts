@@ -512,7 +512,7 @@ describe("batched writes and the flush at shutdown", () => {
     const dir = dataDir()
     const gw = await start(dir)
     await must("chat", chat(gw, KEYS.alpha, MODEL))
-    // the one-second flush interval is checked on TestClock in test/services/Usage.test.ts; here a
+    // the one-second flush interval is checked on TestClock in test/services/usage/Usage.test.ts; here a
     // generous backstop only (a busy machine may run the flush late)
     const t0 = Date.now()
     const rows = await pollUntil(async () => rowsOf(dir), (n) => n >= 1, 10_000, 20)

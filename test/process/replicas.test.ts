@@ -64,7 +64,7 @@ describe.skipIf(!hasPostgres)("two replicas on one PostgreSQL database", () => {
     const other = revokedOn === a ? b : a
     expect((await call(revokedOn.port, "DELETE", `/gateway/admin/keys/${id}`, bearer(ADMIN))).status).toBe(200)
     expect((await chat(revokedOn, key)).status).toBe(401)
-    // the 1 s bound is the mechanism's (NOTIFY, else the 400 ms poll: test/services/KeyStore.replicas.test.ts); 10 s is a backstop
+    // the 1 s bound is the mechanism's (NOTIFY, else the 400 ms poll: test/services/keys/KeyStore.replicas.test.ts); 10 s is a backstop
     const started = Date.now()
     let status = 200
     while (Date.now() - started < 10_000) {

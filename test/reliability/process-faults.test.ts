@@ -240,7 +240,7 @@ describe("SIGKILL while responses, keys, files and usage are written; restart on
         db.close()
       }
       const rowSet = new Set(rowsUsers)
-      // usage is flushed every second (test/services/Usage.test.ts checks that on TestClock); under
+      // usage is flushed every second (test/services/usage/Usage.test.ts checks that on TestClock); under
       // load a flush may run late, so only answers older than a generous bound must be on disk
       const old = answered.filter((a) => a.at < killedAt - USAGE_LOSS_BOUND_MS)
       expect(old.length).toBeGreaterThan(5)

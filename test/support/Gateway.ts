@@ -5,7 +5,7 @@ import * as path from "node:path"
 import { gatewayLayer } from "../../src/App.js"
 import { GatewayServer } from "../../src/http/Server.js"
 import { decodeConfig, type GatewayConfig } from "../../src/Config.js"
-import type { ProviderClient } from "../../src/services/ProviderClient.js"
+import type { ProviderClient } from "../../src/services/runner/ProviderClient.js"
 
 /** A gateway running in this process on a free loopback port, with its own temporary data dir. */
 export interface TestGateway {

@@ -5,7 +5,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import Pg from "pg"
 import type { GatewayConfig } from "../../src/Config.js"
-import { KeyStore } from "../../src/services/KeyStore.js"
+import { KeyStore } from "../../src/services/keys/KeyStore.js"
 import type { BackendUnderTest, OpenDatabase } from "./Backends.js"
 import { configOf } from "./Gateway.js"
 

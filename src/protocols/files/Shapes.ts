@@ -1,6 +1,6 @@
 import { Either } from "effect"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
-import type { FileRecord } from "../../services/FileStore.js"
+import type { FileRecord } from "../../services/files/FileStore.js"
 
 /** The three shapes of a file object (spec 2.4) and their list pages (spec 4.4). */
 

@@ -5,7 +5,7 @@ import type { Readable } from "node:stream"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { MAX_JSON_DEPTH, nestsDeeperThan } from "../../domain/JsonDepth.js"
 import type { RequestContext } from "../../http/Route.js"
-import type { CommitOptions, FileRecord, FileStore, Stage, StagedFile } from "../../services/FileStore.js"
+import type { CommitOptions, FileRecord, FileStore, Stage, StagedFile } from "../../services/files/FileStore.js"
 
 /**
  * Upload bodies, streamed to the file store as they arrive (never held whole in memory): the

@@ -2,8 +2,8 @@ import { Effect, Option } from "effect"
 import { Settings } from "../../Config.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
-import { KeyStore, orDatabaseUnavailable } from "../../services/KeyStore.js"
-import { dayOf, UsageLog } from "../../services/Usage.js"
+import { KeyStore, orDatabaseUnavailable } from "../../services/keys/KeyStore.js"
+import { dayOf, UsageLog } from "../../services/usage/Usage.js"
 
 /**
  * `GET /gateway/usage` (spec 4.5): totals and a per-day, per-model breakdown for `app`, `user`,

@@ -1,6 +1,6 @@
 import { Either } from "effect"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
-import type { ModelEntry } from "../../services/Catalog.js"
+import type { ModelEntry } from "../../services/routing/Catalog.js"
 
 /**
  * `GET /v1/models` in the Messages shape (a version header is present): pages by `limit`

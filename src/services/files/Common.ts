@@ -4,7 +4,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { type Cause, Clock, Deferred, Effect, Option, type ParseResult, Schema, type Scope } from "effect"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { acceptedKinds, makeClassifier } from "../../domain/FileKind.js"
-import type { FileRecord, FileStoreLimits, StageOptions } from "../FileStore.js"
+import type { FileRecord, FileStoreLimits, StageOptions } from "./FileStore.js"
 
 /** What both file stores share: the row, the errors, the per-upload checks and the save queue. */
 

@@ -5,9 +5,9 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type { GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
-import type { FileRecord, FileStoreLimits, FileStoreService, Stage, StagedFile, StageOptions } from "../FileStore.js"
-import { Log } from "../Log.js"
-import { makeTallies, throttledSweep } from "../StoreKit.js"
+import type { FileRecord, FileStoreLimits, FileStoreService, Stage, StagedFile, StageOptions } from "./FileStore.js"
+import { Log } from "../ops/Log.js"
+import { makeTallies, throttledSweep } from "../../sql/kit/StoreKit.js"
 import {
   FILE_ID,
   fromDb,

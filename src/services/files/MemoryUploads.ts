@@ -1,7 +1,7 @@
 import { Clock, Effect, Exit, Option } from "effect"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
-import type { Stage, StageOptions, Upload, Uploads } from "../FileStore.js"
+import type { Stage, StageOptions, Upload, Uploads } from "./FileStore.js"
 import { MAX_UNFINISHED_UPLOADS, tooManyUploads, UPLOAD_TTL_MS, uploadBusy } from "./Common.js"
 
 interface Held {

@@ -4,7 +4,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Clock, Effect, Exit, Option, type ParseResult, Schema, Stream } from "effect"
 import { Errors } from "../../domain/Errors.js"
 import { randomHex } from "../../domain/Ids.js"
-import type { FileStoreLimits, StagedFile, Upload, Uploads } from "../FileStore.js"
+import type { FileStoreLimits, StagedFile, Upload, Uploads } from "./FileStore.js"
 import { fromDb, isGatewayError, makeChecks, MAX_UNFINISHED_UPLOADS, tooLarge, tooManyUploads, UPLOAD_TTL_MS, uploadBusy } from "./Common.js"
 import type { Chunks } from "./PgChunks.js"
 
