@@ -2,6 +2,7 @@ import { Effect, Layer } from "effect"
 import { Settings, type GatewayConfig } from "./Config.js"
 import { telemetryLayer } from "./Telemetry.js"
 import { makeEdge } from "./http/Edge.js"
+import { gatewayApp } from "./http/Router.js"
 import { Log } from "./services/ops/Log.js"
 import { hasMessagesVersion, type Mount, type Route } from "./http/Route.js"
 import { GatewayServer, serverLayer } from "./http/Server.js"
@@ -128,11 +129,9 @@ export interface ServeOptions {
 export const gatewayLayer = (config: GatewayConfig, options: ServeOptions = {}) => {
   const server = Layer.unwrapScoped(
     Effect.gen(function* () {
-      const handlerFor = yield* makeEdge(yield* allRoutes, mounts)
-      return serverLayer(
-        { host: config.listen.host, port: config.listen.port, graceMs: options.shutdownGraceMs ?? 10_000 },
-        handlerFor
-      )
+      const routes = yield* allRoutes
+      const edgeFor = yield* makeEdge
+      return serverLayer({ host: config.listen.host, port: config.listen.port, graceMs: options.shutdownGraceMs ?? 10_000 }, (port) => gatewayApp(routes, mounts, edgeFor(port)))
     })
   )
   return Layer.provideMerge(announce, server).pipe(Layer.provide(servicesLayer(config, options.providers, options.random)), Layer.provide(telemetryLayer(config)))

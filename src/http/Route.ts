@@ -1,5 +1,7 @@
-import type { Effect } from "effect"
-import type { IncomingMessage, ServerResponse } from "node:http"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
+import type { Effect, Scope } from "effect"
+import type { IncomingMessage } from "node:http"
 import type { AnyGatewayError } from "../domain/Errors.js"
 import type { AppSettings } from "../services/routing/Catalog.js"
 import type { Principal } from "../services/keys/KeyStore.js"
@@ -42,10 +44,12 @@ export interface RequestContext {
    * listen address
    */
   readonly origin: string
-  /** request id headers, for handlers that write the response themselves */
+  /** request id headers (the edge adds them to every answer) */
   readonly idHeaders: Readonly<Record<string, string>>
+  /** the platform's request */
+  readonly request: HttpServerRequest
+  /** the Node request under it, for the body readers that stream it (uploads) */
   readonly incoming: IncomingMessage
-  readonly response: ServerResponse
   /** when the request must be finished (`requestTimeoutMs`), epoch ms */
   readonly deadline: number
   /** record the model the request named, for the access log line */
@@ -54,36 +58,26 @@ export interface RequestContext {
   readonly json: Effect.Effect<unknown, AnyGatewayError>
 }
 
-/** A whole answer, written by the edge with the request id headers added. */
-export interface Reply {
-  readonly _tag: "Reply"
-  readonly status: number
-  readonly headers: Readonly<Record<string, string>>
-  readonly body: string
-}
+/** An answer: the platform's response (the edge adds the request id headers). */
+export type Reply = HttpServerResponse.HttpServerResponse
 
-/** The handler already wrote the whole response itself (streams). */
-export interface Written {
-  readonly _tag: "Written"
+interface ReplyOptions {
+  readonly status?: number
+  readonly headers?: Readonly<Record<string, string>>
 }
 
 export const Reply = {
-  json: (value: unknown, options: { readonly status?: number; readonly headers?: Readonly<Record<string, string>> } = {}): Reply => ({
-    _tag: "Reply",
-    status: options.status ?? 200,
-    headers: { "content-type": "application/json", ...options.headers },
-    body: JSON.stringify(value)
-  }),
-  text: (body: string, contentType: string, options: { readonly status?: number; readonly headers?: Readonly<Record<string, string>> } = {}): Reply => ({
-    _tag: "Reply",
-    status: options.status ?? 200,
-    headers: { "content-type": contentType, ...options.headers },
-    body
-  }),
-  written: { _tag: "Written" } as Written
+  /** a JSON body (`content-type` from `headers` when given there, else `application/json`) */
+  json: (value: unknown, options: ReplyOptions = {}): Reply => Reply.text(JSON.stringify(value), "application/json", options),
+  text: (body: string, contentType: string, options: ReplyOptions = {}): Reply =>
+    HttpServerResponse.text(body, { status: options.status ?? 200, contentType: options.headers?.["content-type"] ?? contentType, ...(options.headers !== undefined ? { headers: options.headers } : {}) })
 } as const
 
-export type Handler = (ctx: RequestContext) => Effect.Effect<Reply | Written, AnyGatewayError>
+/**
+ * A route's handler. It may use the request's scope (`Scope`): a streamed answer holds its model
+ * calls open there until its body is written.
+ */
+export type Handler = (ctx: RequestContext) => Effect.Effect<Reply, AnyGatewayError, Scope.Scope>
 
 /** A path matcher: the path parameters when the path is one of the route's, else undefined. */
 export type PathMatcher = (path: string) => Readonly<Record<string, string>> | undefined
@@ -117,14 +111,16 @@ export interface Mount {
   readonly when?: (headers: Headers) => boolean
 }
 
+/** Whether a mount's prefix takes a path: the prefix or below it (only below it when the prefix ends with `/`). */
+export const mountTakes = (prefix: string, path: string): boolean =>
+  path.startsWith(prefix) && (prefix.endsWith("/") || path.length === prefix.length || path.charCodeAt(prefix.length) === 47)
+
 /** The family of a request path under the given mounts. */
 export const familyOf =
   (mounts: ReadonlyArray<Mount>) =>
   (path: string, headers: Headers): Family => {
     for (const mount of mounts) {
-      const { prefix } = mount
-      const under = path.startsWith(prefix) && (prefix.endsWith("/") || path.length === prefix.length || path.charCodeAt(prefix.length) === 47)
-      if (under && (mount.when === undefined || mount.when(headers))) return mount.family
+      if (mountTakes(mount.prefix, path) && (mount.when === undefined || mount.when(headers))) return mount.family
     }
     return "gateway"
   }

@@ -1,4 +1,7 @@
-import { Context, Effect, FiberId, Layer, Runtime } from "effect"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Context, Effect, Layer, type Scope } from "effect"
 import * as http from "node:http"
 
 /** The listening server's bound address. */
@@ -15,59 +18,37 @@ export interface ServerOptions {
 }
 
 /**
- * A node:http server that runs one Effect per request on the Layer's runtime. Measured here at
- * about twice the throughput of @effect/platform's server for the same trivial route (43k against
- * 21k requests/s), whose per-request response model the edge does not need: it writes replies and
- * streams to the ServerResponse itself. A client that closes before the answer ends interrupts
- * the request's fiber, which cancels its upstream call. On release the server stops accepting,
- * closes idle keep-alive connections at once, and the rest after `graceMs`.
+ * The platform's Node server (`NodeHttpServer`) serving the app made for its bound port (the edge
+ * checks Host against it). A client that closes before its answer ends interrupts the request's
+ * fiber, which cancels its upstream call. On release the server stops accepting, closes idle
+ * keep-alive connections at once and the rest after `graceMs`; requests in flight meanwhile are
+ * still served. The platform's own request span is off: the edge makes one per route (when
+ * tracing is on), named by the route's label and without the URL's query.
  */
-export const serverLayer = (
-  options: ServerOptions,
-  handlerFor: (port: number) => (req: http.IncomingMessage, res: http.ServerResponse) => Effect.Effect<void>
-) =>
+export const serverLayer = <E>(options: ServerOptions, appFor: (port: number) => Effect.Effect<HttpApp.Default<E, Scope.Scope>>) =>
   Layer.scoped(
     GatewayServer,
     Effect.gen(function* () {
-      const runtime = yield* Effect.runtime<never>()
-      const run = Runtime.runFork(runtime)
       const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 })
-      const boundPort = () => {
-        const address = server.address()
-        return typeof address === "object" && address !== null ? address.port : options.port
-      }
-      // the handler knows the bound port (Host checks): made at the first request, after listen
-      let handle: ((req: http.IncomingMessage, res: http.ServerResponse) => Effect.Effect<void>) | undefined
-      server.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
-        handle ??= handlerFor(boundPort())
-        const fiber = run(handle(req, res))
-        res.once("close", () => {
-          if (!res.writableEnded) fiber.unsafeInterruptAsFork(FiberId.none)
-        })
-      })
       server.on("clientError", (_error, socket) => {
         if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n")
         else socket.destroy()
       })
-      yield* Effect.acquireRelease(
-        Effect.async<void, Error>((resume) => {
-          const onError = (error: Error) => resume(Effect.fail(error))
-          server.once("error", onError)
-          server.listen(options.port, options.host, () => {
-            server.off("error", onError)
+      const platform = yield* NodeHttpServer.make(() => server, { host: options.host, port: options.port })
+      const port = platform.address._tag === "TcpAddress" ? platform.address.port : options.port
+      yield* platform.serve(yield* appFor(port)).pipe(Effect.locally(HttpMiddleware.currentTracerDisabledWhen, () => true))
+      // released first: stop accepting and drain while the handlers are still installed
+      yield* Effect.addFinalizer(() =>
+        Effect.async<void>((resume) => {
+          if (!server.listening) return resume(Effect.void)
+          const timer = setTimeout(() => server.closeAllConnections(), options.graceMs)
+          server.close(() => {
+            clearTimeout(timer)
             resume(Effect.void)
           })
-        }),
-        () =>
-          Effect.async<void>((resume) => {
-            const timer = setTimeout(() => server.closeAllConnections(), options.graceMs)
-            server.close(() => {
-              clearTimeout(timer)
-              resume(Effect.void)
-            })
-            server.closeIdleConnections()
-          })
+          server.closeIdleConnections()
+        })
       )
-      return { host: options.host, port: boundPort() }
+      return { host: options.host, port }
     })
   )

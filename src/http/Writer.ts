@@ -1,68 +1,37 @@
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Chunk, Effect, Option, Stream } from "effect"
-import type { ServerResponse } from "node:http"
 
 /**
- * Write a response body stream straight to Node's ServerResponse, with backpressure. Used where
- * the status must be decided only once the first model event exists (streams commit at the first
- * output, spec 6). The stream must not fail: failures after the commit are frames of the protocol.
+ * Streamed answers as the platform's `HttpServerResponse.stream`. The status and headers are
+ * decided before the response is made (streams commit at the first output, spec 6); the body
+ * stream must not fail: failures after the commit are frames of the protocol.
  */
-export const writeStream = (
-  res: ServerResponse,
-  status: number,
-  headers: Readonly<Record<string, string>>,
-  body: Stream.Stream<string>
-): Effect.Effect<void> =>
-  Effect.scoped(
-    Effect.flatMap(Stream.toPull(body), (pull) => writePulled(res, status, headers, { next: Effect.match(pull, { onSuccess: joined, onFailure: () => undefined }), over: () => false }))
-  )
 
-const joined = (chunk: Chunk.Chunk<string>): string => {
-  let text = ""
-  for (const piece of chunk) text += piece
-  return text
-}
+const encoder = new TextEncoder()
 
-/** Resumes once the response can take more (or is gone). */
-const drained = (res: ServerResponse): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
-    const done = () => {
-      res.off("drain", done)
-      res.off("close", done)
-      resume(Effect.void)
-    }
-    res.on("drain", done)
-    res.on("close", done)
-    return Effect.sync(() => {
-      res.off("drain", done)
-      res.off("close", done)
-    })
-  })
+/** A streamed response (the platform writes it with backpressure). */
+export const streamResponse = (status: number, headers: Readonly<Record<string, string>>, body: Stream.Stream<Uint8Array>): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.stream(body, { status, headers, contentType: headers["content-type"] })
+
+/** Text pieces as UTF-8 bytes. */
+export const utf8 = (text: Stream.Stream<string>): Stream.Stream<Uint8Array> => Stream.map(text, (piece) => encoder.encode(piece))
 
 /** A response body written piece by piece: `next` gives each (`undefined` after the last). */
 export interface PulledBody {
   readonly next: Effect.Effect<string | undefined>
-  /** true once the piece just given is the last one: it goes out with the end of the response */
-  readonly over: () => boolean
 }
 
 /**
- * Write a response body as `next` gives it, piece by piece, with backpressure. The loop has no
- * stream stages: a streamed answer goes from the provider's pull to the socket through plain
- * functions. A client gone stops the pulling (which cancels the upstream request).
+ * The body as a byte stream with no stages: each pull of the platform's writer is one `next`, so a
+ * streamed answer goes from the provider's pull to the socket through plain functions (empty
+ * pieces skipped). A client gone interrupts the pulling (which cancels the upstream request).
  */
-export const writePulled = (res: ServerResponse, status: number, headers: Readonly<Record<string, string>>, body: PulledBody): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    res.writeHead(status, headers)
-    const loop: Effect.Effect<void> = Effect.flatMap(body.next, (text) => {
-      if (text === undefined) return Effect.void
-      if (res.destroyed) return Effect.interrupt
-      // the last piece and the end of the chunked body in one write
-      if (body.over()) return Effect.sync(() => void res.end(text))
-      if (text === "" || res.write(text)) return loop
-      return Effect.zipRight(drained(res), loop)
-    })
-    return Effect.ensuring(loop, Effect.sync(() => void (res.writableEnded ? undefined : res.end())))
-  })
+export const pulledBytes = (body: PulledBody): Stream.Stream<Uint8Array> => {
+  const pull: Effect.Effect<Uint8Array, Option.Option<never>> = Effect.flatMap(body.next, (text) =>
+    text === undefined ? Effect.fail(Option.none()) : text === "" ? pull : Effect.succeed(encoder.encode(text))
+  )
+  return Stream.repeatEffectOption(pull)
+}
 
 /** How a streamed answer's events become the body: the text before, each chunk's, the text after. */
 export interface BodyParts<A, E> {
@@ -75,7 +44,7 @@ export interface BodyParts<A, E> {
   readonly error: (error: E) => string
 }
 
-/** The text of a run's events as `writePulled` reads it, one pull at a time. */
+/** The text of a run's events as `pulledBytes` reads it, one pull at a time. */
 export const encodedPull = <A, E>(pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>, parts: BodyParts<A, E>): PulledBody => {
   let state: "start" | "body" | "over" = parts.start === undefined ? "body" : "start"
   const ended = Effect.catchAll(parts.end, (error) => Effect.succeed(parts.error(error)))
@@ -86,14 +55,14 @@ export const encodedPull = <A, E>(pull: Effect.Effect<Chunk.Chunk<A>, Option.Opt
       return Option.isNone(failure) ? ended : Effect.succeed(parts.error(failure.value))
     }
   })
-  const next = Effect.suspend(() => {
+  const next = Effect.suspend((): Effect.Effect<string | undefined> => {
     if (state === "over") return Effect.succeed(undefined)
     if (state === "body") return step
     // the opening goes out with the first events: one write, not two
     state = "body"
-    return Effect.map(step, (text) => (parts.start ?? "") + (text ?? ""))
+    return Effect.map(step, (text) => (parts.start ?? "") + text)
   })
-  return { next, over: () => state === "over" }
+  return { next }
 }
 
 /** One SSE frame, with an optional event name. */

@@ -3,8 +3,8 @@ import { addUsage, emptyUsage, foldEvents, type Answer, type ModelEvent, type Us
 import type { GatewayError } from "../domain/Errors.js"
 import { rateLimitHeaders, type RateLimitView } from "../domain/Quota.js"
 import { resolveStructured } from "../domain/Structured.js"
-import { Reply, type RequestContext, type Written } from "../http/Route.js"
-import { encodedPull, writePulled, writeStream } from "../http/Writer.js"
+import { Reply, type RequestContext } from "../http/Route.js"
+import { encodedPull, pulledBytes, streamResponse, utf8 } from "../http/Writer.js"
 import type { ModelRunner, RunOptions, StartedRun } from "../services/runner/ModelRunner.js"
 import { holdStructured } from "./HeldBack.js"
 import { targetName } from "../providers/Provider.js"
@@ -90,7 +90,7 @@ export interface AnswerSpec {
 const sumUsage = (usages: ReadonlyArray<Usage>): Usage => (usages.length === 1 ? usages[0] : usages.reduce(addUsage, emptyUsage))
 
 /** Write the answer `spec` describes: whole when its request does not stream, else as events come. */
-export const writeAnswer = (runner: ModelRunner["Type"], spec: AnswerSpec): Effect.Effect<Reply | Written, GatewayError> =>
+export const writeAnswer = (runner: ModelRunner["Type"], spec: AnswerSpec): Effect.Effect<Reply, GatewayError, Scope.Scope> =>
   spec.run.request.stream ? streamed(runner, spec) : whole(runner, spec)
 
 const whole = (runner: ModelRunner["Type"], spec: AnswerSpec) => {
@@ -137,66 +137,67 @@ const startRuns = (runner: ModelRunner["Type"], spec: AnswerSpec, n: number): Ef
   )
 }
 
+/**
+ * A streamed answer: every run started (its first events in hand) in the request's scope, which
+ * holds the model calls open until the platform has written the body.
+ */
 const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
-  Effect.scoped(
-    Effect.flatMap(startRuns(runner, spec, spec.n ?? 1), ({ held, started }): Effect.Effect<Written, GatewayError> => {
-      const { ctx } = spec
-      const encoder = spec.stream()
-      const headers = { ...answerHeaders(spec, started), ...ctx.idHeaders, "content-type": encoder.contentType, "cache-control": "no-cache" }
-      const runs: Array<StartedRun> = []
-      for (const result of held) {
-        if (Either.isRight(result)) {
-          runs.push(result.right)
-          continue
-        }
-        if (!encoder.missingStructuredInStream) return Effect.fail(result.left)
-        return Effect.as(writeStream(ctx.response, 200, headers, Stream.make(encoder.start + encoder.error(result.left))), Reply.written)
+  Effect.flatMap(startRuns(runner, spec, spec.n ?? 1), ({ held, started }): Effect.Effect<Reply, GatewayError> => {
+    const encoder = spec.stream()
+    const headers = { ...answerHeaders(spec, started), "content-type": encoder.contentType, "cache-control": "no-cache" }
+    const runs: Array<StartedRun> = []
+    for (const result of held) {
+      if (Either.isRight(result)) {
+        runs.push(result.right)
+        continue
       }
-      // each run's last usage (providers report running totals), summed at the end
-      const usages: Array<Usage> = runs.map(() => emptyUsage)
-      const runEncoders = runs.map((_, index) => encoder.run(index))
-      const encode = (index: number) => {
-        const run = runEncoders[index]
-        const filter = spec.filter?.(index)
-        return (event: ModelEvent): string => {
-          if (event._tag === "Usage") usages[index] = event.usage
-          if (filter === undefined) return run.event(event)
-          let text = ""
-          for (const shown of filter(event)) text += run.event(shown)
-          return text
-        }
+      if (!encoder.missingStructuredInStream) return Effect.fail(result.left)
+      return Effect.succeed(streamResponse(200, headers, utf8(Stream.make(encoder.start + encoder.error(result.left)))))
+    }
+    // each run's last usage (providers report running totals), summed at the end
+    const usages: Array<Usage> = runs.map(() => emptyUsage)
+    const runEncoders = runs.map((_, index) => encoder.run(index))
+    const encode = (index: number) => {
+      const run = runEncoders[index]
+      const filter = spec.filter?.(index)
+      return (event: ModelEvent): string => {
+        if (event._tag === "Usage") usages[index] = event.usage
+        if (filter === undefined) return run.event(event)
+        let text = ""
+        for (const shown of filter(event)) text += run.event(shown)
+        return text
       }
-      const end = Effect.suspend(() => encoder.end(sumUsage(usages)))
+    }
+    const end = Effect.suspend(() => encoder.end(sumUsage(usages)))
 
-      if (runs.length === 1) {
-        // one run: its pull straight to the socket, no stream stages and no merge
-        const event = encode(0)
-        const runEnd = runEncoders[0].end
-        const body = encodedPull(runs[0].pull, {
-          start: encoder.start,
-          encode: (chunk: Chunk.Chunk<ModelEvent>) => {
-            let text = ""
-            for (const e of chunk) text += event(e)
-            return text
-          },
-          end: runEnd === undefined ? end : Effect.map(end, (after) => runEnd() + after),
-          error: encoder.error
-        })
-        return Effect.as(writePulled(ctx.response, 200, headers, body), Reply.written)
-      }
-      const merged = Stream.mergeAll(
-        runs.map((run, index) => {
-          const runEnd = runEncoders[index].end
-          const events = Stream.map(Stream.repeatEffectChunkOption(run.pull), encode(index))
-          return runEnd === undefined ? events : Stream.concat(events, Stream.sync(runEnd))
-        }),
-        { concurrency: "unbounded" }
-      )
-      const body = Stream.make(encoder.start).pipe(
-        Stream.concat(merged),
-        Stream.concat(Stream.fromEffect(end)),
-        Stream.catchAll((error) => Stream.make(encoder.error(error)))
-      )
-      return Effect.as(writeStream(ctx.response, 200, headers, body), Reply.written)
-    })
-  )
+    if (runs.length === 1) {
+      // one run: its pull straight to the socket, no stream stages and no merge
+      const event = encode(0)
+      const runEnd = runEncoders[0].end
+      const body = encodedPull(runs[0].pull, {
+        start: encoder.start,
+        encode: (chunk: Chunk.Chunk<ModelEvent>) => {
+          let text = ""
+          for (const e of chunk) text += event(e)
+          return text
+        },
+        end: runEnd === undefined ? end : Effect.map(end, (after) => runEnd() + after),
+        error: encoder.error
+      })
+      return Effect.succeed(streamResponse(200, headers, pulledBytes(body)))
+    }
+    const merged = Stream.mergeAll(
+      runs.map((run, index) => {
+        const runEnd = runEncoders[index].end
+        const events = Stream.map(Stream.repeatEffectChunkOption(run.pull), encode(index))
+        return runEnd === undefined ? events : Stream.concat(events, Stream.sync(runEnd))
+      }),
+      { concurrency: "unbounded" }
+    )
+    const body = Stream.make(encoder.start).pipe(
+      Stream.concat(merged),
+      Stream.concat(Stream.fromEffect(end)),
+      Stream.catchAll((error) => Stream.make(encoder.error(error)))
+    )
+    return Effect.succeed(streamResponse(200, headers, utf8(body)))
+  })

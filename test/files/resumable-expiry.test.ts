@@ -97,7 +97,7 @@ const withResumable = <A, E>(
           idHeaders: {},
           // no request here has a body: nothing may read these
           incoming: {} as RequestContext["incoming"],
-          response: {} as RequestContext["response"],
+          request: {} as RequestContext["request"],
           deadline: Number.MAX_SAFE_INTEGER,
           noteModel: () => undefined,
           json: Effect.succeed({})

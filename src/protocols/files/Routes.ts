@@ -1,9 +1,11 @@
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Effect, Either, Option, Stream } from "effect"
-import type { ServerResponse } from "node:http"
 import { Settings } from "../../Config.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { fileNotFound } from "../FileParts.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { streamResponse } from "../../http/Writer.js"
 import { FileStore, type FileRecord } from "../../services/files/FileStore.js"
 import { chatFile, chatPage, geminiFile, geminiPage, messagesFile, messagesPage } from "./Shapes.js"
 import { bodyRules, receiveForm, saveUpload } from "./Upload.js"
@@ -28,49 +30,23 @@ const attachment = (filename: string) => {
   return `attachment; filename="${plain}"; filename*=UTF-8''${encoded}`
 }
 
-/** Waits until the response takes more bytes, or is closed (then false). */
-const drained = (response: ServerResponse) =>
-  Effect.async<boolean>((resume) => {
-    const drain = () => done(true)
-    const close = () => done(false)
-    const done = (open: boolean) => {
-      response.off("drain", drain)
-      response.off("close", close)
-      resume(Effect.succeed(open))
-    }
-    response.on("drain", drain)
-    response.on("close", close)
-    return Effect.sync(() => {
-      response.off("drain", drain)
-      response.off("close", close)
-    })
-  })
-
 /**
  * A download: the status and headers with the first piece (a failure before it is answered in the
  * route's envelope), then each piece as the client takes it; a failure after the first piece can
- * only cut the connection. Stops when the client goes.
+ * only cut the connection. The pieces are read in the request's scope, so the platform's writer
+ * pulls them as the client takes them, and a client gone stops the reading.
  */
-const sendBody = (response: ServerResponse, headers: Record<string, string>, body: Stream.Stream<Uint8Array, GatewayError>) =>
+const sendBody = (ctx: RequestContext, headers: Record<string, string>, body: Stream.Stream<Uint8Array, GatewayError>) =>
   Effect.gen(function* () {
-    let started = false
-    const sent = yield* Effect.either(
-      Stream.runForEachWhile(body, (piece) => {
-        if (response.destroyed) return Effect.succeed(false)
-        if (!started) {
-          started = true
-          response.writeHead(200, headers)
-        }
-        return response.write(piece) ? Effect.succeed(true) : drained(response)
-      })
-    )
-    if (Either.isRight(sent)) {
-      if (!started && !response.destroyed) response.writeHead(200, headers)
-      response.end()
-      return
+    const pull = yield* Stream.toPull(body)
+    const first = yield* Effect.either(pull)
+    if (Either.isLeft(first)) {
+      if (Option.isSome(first.left)) return yield* Effect.fail(first.left.value)
+      return streamResponse(200, headers, Stream.empty)
     }
-    if (!started) return yield* sent.left
-    response.destroy()
+    const cut = Effect.sync(() => NodeHttpServerRequest.toServerResponse(ctx.request).destroy())
+    const rest = Stream.catchAll(Stream.repeatEffectChunkOption(pull), () => Stream.execute(cut))
+    return streamResponse(200, headers, Stream.concat(Stream.fromChunk(first.right), rest))
   })
 
 export const filesRoutes = Effect.gen(function* () {
@@ -135,20 +111,14 @@ export const filesRoutes = Effect.gen(function* () {
       yield* gate(ctx)
       const file = yield* owned(ctx, ctx.params.id)
       const headers = {
-        ...ctx.idHeaders,
         "content-type": file.mimeType.startsWith("text/") || file.mimeType === "application/json" ? `${file.mimeType}; charset=utf-8` : file.mimeType,
         "content-length": String(file.bytes),
         "content-disposition": attachment(file.filename),
         "x-content-type-options": "nosniff",
         "content-security-policy": "sandbox; default-src 'none'"
       }
-      if (ctx.method === "HEAD") {
-        ctx.response.writeHead(200, headers)
-        ctx.response.end()
-        return Reply.written
-      }
-      yield* sendBody(ctx.response, headers, store.content(file))
-      return Reply.written
+      if (ctx.method === "HEAD") return HttpServerResponse.empty({ status: 200, headers })
+      return yield* sendBody(ctx, headers, store.content(file))
     })
 
   const byId = (suffix: string) => (path: string) => {
