@@ -13,7 +13,7 @@ const up = await start([path.join(root, "bench/.build/upstream.js")])
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gc-"))
 fs.writeFileSync(path.join(dir, "g.yaml"), `listen: { host: 127.0.0.1, port: 0 }\ndataDir: ${dir}/data\naccessLog: false\nconcurrency: 4096\nproviders:\n  up: { type: openai, baseUrl: ${up.url}/v1, apiKey: sk-x }\n  mk: { type: mock }\n${process.env.EXTRA ?? ""}`)
 const flags = ["--trace-gc-nvp", ...(process.env.FLAGS ?? "").split(" ").filter(Boolean)]
-const gw = process.env.FLOOR ? await start([...flags, path.join(root, "scratchpad/floor/effect-floor.mjs"), up.url]) : process.env.PASS ? await start([...flags, path.join(root, "bench/.build/passthrough.js"), up.url]) : await start([...flags, path.join(process.env.DIST ?? path.join(root, "dist"), "main.js"), "--config", path.join(dir, "g.yaml"), "--port", "0"], { cwd: dir })
+const gw = process.env.PASS ? await start([...flags, path.join(root, "bench/.build/passthrough.js"), up.url]) : await start([...flags, path.join(process.env.DIST ?? path.join(root, "dist"), "main.js"), "--config", path.join(dir, "g.yaml"), "--port", "0"], { cwd: dir })
 const spec = buildRequest(protocol, { model: process.env.MODEL ?? "up/m", stream: streamArg === "1", messages: [{ role: "user", text: "hi" }] })
 const run = (d) => new Promise((res) => autocannon({ url: gw.url + spec.path, method: "POST", headers: spec.headers, body: spec.body, connections: Number(process.env.CONNS ?? 64), duration: d }, (e, r) => res(r)))
 await run(2)
@@ -27,7 +27,6 @@ for (const line of log.split("\n")) {
   pause += Number(/pause=([\d.]+)/.exec(line)?.[1] ?? 0)
   promoted += Number(/promoted=(\d+)/.exec(line)?.[1] ?? 0); survived += Number(/semi_space_copied=(\d+)/.exec(line)?.[1] ?? 0)
 }
-const rss = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${gw.p.pid}/status`, "utf8"))?.[1] ?? 0) / 1024
-console.log(`RSS after the load ${rss.toFixed(1)} MiB; ${r.requests.total} req (${r.requests.average.toFixed(0)}/s): scavenges ${scav}, mark-compacts ${mc}, promoted ${(promoted / 1048576).toFixed(1)} MB = ${(promoted / r.requests.total / 1024).toFixed(2)} KB/req, GC pauses ${(pause * 1000 / r.requests.total).toFixed(1)} µs/req`)
+console.log(`${r.requests.total} req (${r.requests.average.toFixed(0)}/s): scavenges ${scav}, mark-compacts ${mc}, promoted ${(promoted / 1048576).toFixed(1)} MB = ${(promoted / r.requests.total / 1024).toFixed(2)} KB/req, GC pauses ${(pause * 1000 / r.requests.total).toFixed(1)} µs/req`)
 if (process.env.PER) console.log(log.split("\n").filter((l) => l.includes("gc=")).map((l) => `${/gc=(\w+)/.exec(l)[1]} ${(Number(/promoted=(\d+)/.exec(l)?.[1] ?? 0) / 1024).toFixed(0)}K surv ${(Number(/new_space_survived=(\d+)/.exec(l)?.[1] ?? 0) / 1024).toFixed(0)}K ${/fast_promote=\S+/.exec(l)?.[0] ?? ""} ${/reduce_memory=\S+/.exec(l)?.[0] ?? ""}`).join("; "))
 gw.p.kill("SIGINT"); up.p.kill(); setTimeout(() => { fs.rmSync(dir, { recursive: true, force: true }); process.exit(0) }, 500)

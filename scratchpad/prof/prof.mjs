@@ -17,7 +17,7 @@ const start = (args, opts = {}, exe = process.execPath) => new Promise((res, rej
 const up = await start([path.join(root, "bench/.build/upstream.js")])
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "prof-"))
 fs.writeFileSync(path.join(dir, "g.yaml"), `listen: { host: 127.0.0.1, port: 0 }\ndataDir: ${dir}/data\naccessLog: false\nconcurrency: 4096\nproviders:\n  up: { type: openai, baseUrl: ${up.url}/v1, apiKey: sk-x }\n  mk: { type: mock }\n`)
-const gw = process.env.FLOOR ? await start([path.join(root, "scratchpad/floor/effect-floor.mjs"), up.url]) : process.env.PASS ? await start([path.join(root, "bench/.build/passthrough.js"), up.url]) : await start([...(prof ? ["--cpu-prof", "--cpu-prof-dir", dir] : []), path.join(process.env.DIST ?? path.join(root, "dist"), "main.js"), "--config", path.join(dir, "g.yaml"), "--port", "0"], { cwd: dir }, process.env.WRAP ?? process.execPath)
+const gw = process.env.PASS ? await start([path.join(root, "bench/.build/passthrough.js"), up.url]) : await start([...(prof ? ["--cpu-prof", "--cpu-prof-dir", dir] : []), path.join(process.env.DIST ?? path.join(root, "dist"), "main.js"), "--config", path.join(dir, "g.yaml"), "--port", "0"], { cwd: dir }, process.env.WRAP ?? process.execPath)
 const spec = buildRequest(protocol, { model: process.env.MODEL ?? "up/m", stream: streamArg === "1", store, messages: [{ role: "user", text: "hi" }] })
 const run = (d) => new Promise((res) => autocannon({ url: gw.url + spec.path, method: "POST", headers: spec.headers, body: spec.body, connections: conns, duration: d }, (e, r) => res(r)))
 const cpu = () => { const f = fs.readFileSync(`/proc/${gw.p.pid}/stat`, "utf8").split(") ")[1].split(" "); return (Number(f[11]) + Number(f[12])) * 10 }
