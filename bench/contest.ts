@@ -1,13 +1,16 @@
 /**
  * The comparison of `npm run bench` (issue 8): the gateway on each protocol against a bare Node
- * passthrough, a peer gateway (Portkey) and the upstream itself, all in front of the same instant
- * fake upstream; then how cost grows with body size, conversation length, Responses chain depth and
- * held-open streams. Every server and the load generator run as separate processes; this process
- * only orchestrates. See bench/README.md for how to read the output.
+ * passthrough, the @effect/platform server doing the passthrough's steps (bench/floor.ts), a peer
+ * gateway (Portkey) and the upstream itself, all in front of the same instant fake upstream, with
+ * CPU and heap allocation per request at 64 connections (bench/costs.ts, issue 24); then how cost
+ * grows with body size, conversation length, Responses chain depth and held-open streams. Every
+ * server and the load generator run as separate processes; this process only orchestrates. See
+ * bench/README.md for how to read the output.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { costRecorder, issueTargets, meterLaunch, type ContestantFigures } from "./costs.js"
 import type { HoldOpen, HoldResult, LoadResult } from "./loader.js"
 import { ensurePeer, peerHeaders, PEER_VERSION, startPeer } from "./peer.js"
 import { loader, repoRoot, rssOf, sampleRss, startBenchServer, startServer, type Server } from "./procs.js"
@@ -35,7 +38,14 @@ export interface ContestSettings {
   readonly holdContestants: ReadonlyArray<string> | undefined
   /** measure the peer gateway (installing it when missing) */
   readonly peer: boolean
+  /** node flags of a second chat-completions gateway, `gateway chat (flags)`, measured in the same rounds (an A/B of a V8 lever) */
+  readonly gatewayNodeFlags?: ReadonlyArray<string>
 }
+
+/** the second chat-completions gateway, run with `gatewayNodeFlags` */
+const FLAGS_VARIANT = "gateway chat (flags)"
+/** the @effect/platform server doing the passthrough's steps (bench/floor.ts) */
+const FLOOR_NAME = "platform floor"
 
 export const contestSettings = (quick: boolean): ContestSettings =>
   quick
@@ -50,7 +60,7 @@ export const contestSettings = (quick: boolean): ContestSettings =>
         chainPairs: 100,
         holdCount: 1000,
         holdSeconds: 1,
-        holdContestants: ["direct", "passthrough", "gateway chat"],
+        holdContestants: ["direct", "passthrough", "gateway chat", FLAGS_VARIANT],
         peer: true
       }
     : {
@@ -70,7 +80,7 @@ export const contestSettings = (quick: boolean): ContestSettings =>
 
 // --- contestants ----------------------------------------------------------------------------------
 
-type Role = "direct" | "passthrough" | "peer" | "gateway"
+type Role = "direct" | "passthrough" | "floor" | "peer" | "gateway"
 
 interface Contestant {
   readonly name: string
@@ -81,10 +91,20 @@ interface Contestant {
   readonly holdModel: string
   readonly headers: Readonly<Record<string, string>>
   readonly server: Server
+  /** the heap meter's socket (bench/heapmeter.ts, preloaded into every Node contestant started here) */
+  readonly meterSocket?: string
 }
 
-const gatewayVariants: ReadonlyArray<{ readonly name: string; readonly protocol: Protocol; readonly store?: boolean }> = [
+interface GatewayVariant {
+  readonly name: string
+  readonly protocol: Protocol
+  readonly store?: boolean
+  readonly nodeFlags?: ReadonlyArray<string>
+}
+
+const gatewayVariantsOf = (settings: ContestSettings): ReadonlyArray<GatewayVariant> => [
   { name: "gateway chat", protocol: "chat" },
+  ...(settings.gatewayNodeFlags !== undefined && settings.gatewayNodeFlags.length > 0 ? [{ name: FLAGS_VARIANT, protocol: "chat" as const, nodeFlags: settings.gatewayNodeFlags }] : []),
   { name: "gateway responses", protocol: "responses", store: false },
   { name: "gateway responses store", protocol: "responses", store: true },
   { name: "gateway messages", protocol: "messages" },
@@ -101,13 +121,14 @@ providers:
   up: { type: openai, baseUrl: ${JSON.stringify(`${upstreamUrl}/v1`)}, apiKey: sk-bench-upstream }
 `
 
-/** `node dist/main.js --config <yaml>` in a fresh temp dir, removed when it stops */
-const startGatewayServer = (name: string, upstreamUrl: string) => {
+/** `node [flags] --import <heap meter> dist/main.js --config <yaml>` in a fresh temp dir, removed when it stops */
+const startGatewayServer = (name: string, upstreamUrl: string, meter: ReturnType<typeof meterLaunch>, nodeFlags: ReadonlyArray<string> = []) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gw-contest-"))
   const config = path.join(dir, "gateway.yaml")
   fs.writeFileSync(config, gatewayConfig(path.join(dir, "data"), upstreamUrl))
-  return startServer(name, process.execPath, [path.join(repoRoot, "dist/main.js"), "--config", config, "--port", "0"], {
+  return startServer(name, process.execPath, [...nodeFlags, ...meter.nodeArgs, path.join(repoRoot, "dist/main.js"), "--config", config, "--port", "0"], {
     cwd: dir,
+    env: { ...process.env, ...meter.env },
     onStop: () => fs.rmSync(dir, { recursive: true, force: true })
   }).catch((e: unknown) => {
     fs.rmSync(dir, { recursive: true, force: true })
@@ -123,6 +144,7 @@ const median = (values: ReadonlyArray<number>) => {
   const mid = Math.floor(s.length / 2)
   return s.length % 2 === 1 ? s[mid] : (s[mid - 1] + s[mid]) / 2
 }
+const nullIfNaN = (n: number) => (Number.isFinite(n) ? n : null)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const rotate = <A>(xs: ReadonlyArray<A>, by: number) => xs.map((_, i) => xs[(i + by) % xs.length])
 const fmt = (n: number | undefined, digits = 0) => (n === undefined || !Number.isFinite(n) ? "-" : n.toFixed(digits))
@@ -178,29 +200,23 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
   log(`upstream ${upstream.url} (pid ${upstream.pid})`)
   const gen = await loader()
 
-  const makeGateway = async (v: (typeof gatewayVariants)[number]): Promise<Contestant> => {
-    const server = await startGatewayServer(v.name, active.url)
-    return { name: v.name, role: "gateway", protocol: v.protocol, ...(v.store !== undefined ? { store: v.store } : {}), model: "up/gpt-bench", holdModel: "up/bench-hold", headers: {}, server }
+  const gatewayVariants = gatewayVariantsOf(settings)
+  const makeGateway = async (v: GatewayVariant): Promise<Contestant> => {
+    const meter = meterLaunch()
+    const server = await startGatewayServer(v.name, active.url, meter, v.nodeFlags)
+    return { name: v.name, role: "gateway", protocol: v.protocol, ...(v.store !== undefined ? { store: v.store } : {}), model: "up/gpt-bench", holdModel: "up/bench-hold", headers: {}, server, meterSocket: meter.socket }
   }
-  const makePassthrough = async (): Promise<Contestant> => ({
-    name: "passthrough",
-    role: "passthrough",
-    protocol: "chat",
-    model: "gpt-bench",
-    holdModel: "bench-hold",
-    headers: {},
-    server: await startBenchServer("passthrough", "passthrough", [active.url])
-  })
+  const makeBench = async (name: string, role: "passthrough" | "floor", file: "passthrough" | "floor"): Promise<Contestant> => {
+    const meter = meterLaunch()
+    return { name, role, protocol: "chat", model: "gpt-bench", holdModel: "bench-hold", headers: {}, server: await startBenchServer(name, file, [active.url], meter), meterSocket: meter.socket }
+  }
+  const makePassthrough = () => makeBench("passthrough", "passthrough", "passthrough")
+  const makeFloor = () => makeBench(FLOOR_NAME, "floor", "floor")
   const peerName = `portkey ${PEER_VERSION}`
-  const makePeer = async (): Promise<Contestant> => ({
-    name: peerName,
-    role: "peer",
-    protocol: "chat",
-    model: "gpt-bench",
-    holdModel: "bench-hold",
-    headers: peerHeaders(active.url),
-    server: await startPeer()
-  })
+  const makePeer = async (): Promise<Contestant> => {
+    const meter = meterLaunch()
+    return { name: peerName, role: "peer", protocol: "chat", model: "gpt-bench", holdModel: "bench-hold", headers: peerHeaders(active.url), server: await startPeer(meter), meterSocket: meter.socket }
+  }
 
   // --- start everything (the peer is installed first when missing) ------------------------------
   let peerNote: string | undefined
@@ -216,7 +232,7 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
     }
   )
   const direct: Contestant = { name: "direct", role: "direct", protocol: "chat", model: "gpt-bench", holdModel: "bench-hold", headers: {}, server: upstream }
-  const startedAll = await Promise.allSettled([makePassthrough(), peerReady.then((ok) => (ok ? makePeer() : undefined)), ...gatewayVariants.map(makeGateway)])
+  const startedAll = await Promise.allSettled([makePassthrough(), makeFloor(), peerReady.then((ok) => (ok ? makePeer() : undefined)), ...gatewayVariants.map(makeGateway)])
   const candidates: Array<Contestant> = [direct]
   startedAll.forEach((s, i) => {
     if (s.status === "fulfilled") {
@@ -225,7 +241,7 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
         servers.push(s.value.server)
       }
     } else {
-      const what = i === 0 ? "passthrough" : i === 1 ? "peer gateway" : gatewayVariants[i - 2].name
+      const what = i === 0 ? "passthrough" : i === 1 ? FLOOR_NAME : i === 2 ? "peer gateway" : gatewayVariants[i - 3].name
       if (i === 0) throw s.reason
       note(`${what} NOT MEASURED: it did not start: ${s.reason instanceof Error ? s.reason.message : String(s.reason)}`)
     }
@@ -345,15 +361,23 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
     await run(c, "warm-up", { stream: false, connections: 64, seconds: settings.warmSeconds })
     await run(c, "warm-up", { stream: true, connections: 64, seconds: settings.warmSeconds })
   }
+  // CPU and heap allocation per request around each 64-connection job (bench/costs.ts)
+  const costs = costRecorder(async () => (await upstreamCall("GET", "stats")).requests)
   for (const s of scenarios) {
     for (let round = 0; round < settings.rounds; round++) {
       for (const c of rotate(contestants, round)) {
-        const r = await run(c, `${s.label}, round ${round + 1}`, { stream: s.stream, connections: s.connections })
+        const job = () => run(c, `${s.label}, round ${round + 1}`, { stream: s.stream, connections: s.connections })
+        const r = s.key === "c1" ? await job() : await costs.around(s.key, { name: c.name, pid: c.server.pid, ...(c.meterSocket !== undefined ? { meterSocket: c.meterSocket } : {}) }, job)
         ;(main[s.key][c.name] ??= []).push(r)
-        log(`${s.key} round ${round + 1}/${settings.rounds} ${c.name.padEnd(24)} ${fmt(r.perSecond).padStart(6)}/s  p50 ${fmt3(r.p50)} ms  p99 ${fmt3(r.p99)} ms  errors ${r.errors}`)
+        const cost = s.key === "c1" ? undefined : costs.samples[s.key][c.name]?.at(-1)
+        log(
+          `${s.key} round ${round + 1}/${settings.rounds} ${c.name.padEnd(24)} ${fmt(r.perSecond).padStart(6)}/s  p50 ${fmt3(r.p50)} ms  p99 ${fmt3(r.p99)} ms  errors ${r.errors}` +
+            (cost !== undefined ? `  CPU ${fmt(cost.cpuUsPerCall ?? Number.NaN)} µs/req  alloc ${fmt3(cost.allocKbPerCall ?? Number.NaN)} KB/req (${cost.heap?.gcs ?? "-"} GCs)` : "")
+        )
       }
     }
   }
+  costs.close()
   const med = (key: Key, name: string, pick: (r: LoadResult) => number) => median((main[key][name] ?? []).map(pick))
   const rssAfter = new Map<string, number | undefined>(contestants.map((c) => [c.name, rssOf(c.server.pid)]))
   const loaderRss = rssOf(gen.pid)
@@ -495,9 +519,11 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
           ? { ...c, server: active }
           : c.role === "passthrough"
             ? await makePassthrough()
-            : c.role === "peer"
-              ? await makePeer()
-              : await makeGateway(gatewayVariants.find((v) => v.name === c.name)!)
+            : c.role === "floor"
+              ? await makeFloor()
+              : c.role === "peer"
+                ? await makePeer()
+                : await makeGateway(gatewayVariants.find((v) => v.name === c.name)!)
     } catch (e) {
       note(`${c.name}: held-open streams NOT MEASURED: a fresh process did not start: ${e instanceof Error ? e.message : String(e)}`)
       continue
@@ -564,7 +590,7 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
   out.push("")
   out.push(
     table(
-      ["contestant", "c=1 p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "req/s @64", "p50 ms @64", "streams/s @64", "RSS MiB", "RSS end MiB", "KB/held stream", "errors"],
+      ["contestant", "c=1 p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "req/s @64", "p50 ms @64", "streams/s @64", "CPU µs/req", "CPU µs/stream", "alloc KB/req", "alloc KB/stream", "RSS MiB", "RSS end MiB", "KB/held stream", "errors"],
       names.map((n) => {
         const a = added(n)
         const h = held.get(n)
@@ -577,6 +603,10 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
           fmt(med("c64", n, (r) => r.perSecond)),
           fmt3(med("c64", n, (r) => r.p50)),
           fmt(med("s64", n, (r) => r.perSecond)),
+          fmt(costs.cpuUs("c64", n)),
+          fmt(costs.cpuUs("s64", n)),
+          fmt3(costs.allocKb("c64", n)),
+          fmt3(costs.allocKb("s64", n)),
           fmt((rssAfter.get(n) ?? Number.NaN) / MiB, 1),
           fmt((rssEnd.get(n) ?? Number.NaN) / MiB, 1),
           h === undefined ? "" : fmt3((h.perStream ?? Number.NaN) / KiB),
@@ -587,7 +617,30 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
   )
   out.push("")
   out.push("+p50/+p99: added latency over direct at 1 connection. RSS: VmRSS after the three scenarios above (direct: the upstream, which served every contestant); RSS end: after the growth scenarios too (16 MB bodies grow heaps).")
+  out.push(
+    "CPU µs/req, µs/stream: the process's CPU time (/proc) over each @64 job, per upstream call it made (direct: the upstream's own); alloc KB/req, KB/stream: bytes allocated on its V8 heap over the same window (a preload, bench/heapmeter.ts), per call; medians over the rounds."
+  )
   out.push(`KB/held stream: RSS rise of a fresh process 1 s after ${settings.holdCount} slow streams are open, per stream streaming to the client. Errors: non-2xx, cut or wrong bodies, socket errors, timeouts, lost requests, over every job.`)
+
+  // --- the targets of issue 24: CPU and allocation per request, RSS, added latency --------------------
+  const figures: Array<ContestantFigures> = names
+    .filter((n) => n !== "direct")
+    .map((n) => ({
+      name: n,
+      role: byName.get(n)!.role,
+      cpuUs: { c64: costs.cpuUs("c64", n), s64: costs.cpuUs("s64", n) },
+      allocKb: { c64: costs.allocKb("c64", n), s64: costs.allocKb("s64", n) },
+      rssBytes: rssAfter.get(n) ?? Number.NaN,
+      addedP50Ms: added(n).p50
+    }))
+  const issue24 = issueTargets(
+    figures,
+    ["gateway chat", FLAGS_VARIANT].filter((n) => names.includes(n))
+  )
+  out.push("")
+  out.push(issue24.text)
+  if (settings.gatewayNodeFlags !== undefined && names.includes(FLAGS_VARIANT)) out.push(`${FLAGS_VARIANT}: the chat-completions gateway run as node ${settings.gatewayNodeFlags.join(" ")} dist/main.js, measured in the same rounds as the others.`)
+  if (costs.statFallbacks() > 0) out.push(`note: ${costs.statFallbacks()} CPU window(s) lost a thread on the way and were read from utime + stime (clock ticks) instead of schedstat`)
 
   // --- targets ---------------------------------------------------------------------------------------
   interface Check {
@@ -797,6 +850,9 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
         c1: { p50: med("c1", n, (r) => r.p50), p99: med("c1", n, (r) => r.p99), addedP50: n === "direct" ? null : added(n).p50, addedP99: n === "direct" ? null : added(n).p99 },
         c64: { perSecond: med("c64", n, (r) => r.perSecond), p50: med("c64", n, (r) => r.p50), p99: med("c64", n, (r) => r.p99) },
         s64: { perSecond: med("s64", n, (r) => r.perSecond), p50: med("s64", n, (r) => r.p50), p99: med("s64", n, (r) => r.p99) },
+        cpuUsPerRequest: { c64: nullIfNaN(costs.cpuUs("c64", n)), s64: nullIfNaN(costs.cpuUs("s64", n)) },
+        allocKbPerRequest: { c64: nullIfNaN(costs.allocKb("c64", n)), s64: nullIfNaN(costs.allocKb("s64", n)) },
+        gcMsPer1000Requests: { c64: nullIfNaN(costs.gcMsPerK("c64", n)), s64: nullIfNaN(costs.gcMsPerK("s64", n)) },
         rssAfterBytes: rssAfter.get(n) ?? null,
         rssEndBytes: rssEnd.get(n) ?? null,
         errors: errorsOf.get(n) ?? 0
@@ -811,6 +867,12 @@ const contest = async (settings: ContestSettings, log: (line: string) => void, s
       contestants: contestants.map((c) => ({ name: c.name, role: c.role, protocol: c.protocol, store: c.store ?? null, model: c.model, pid: c.server.pid })),
       summary,
       targets: targetResults,
+      issue24Targets: issue24.results,
+      gatewayNodeFlags: settings.gatewayNodeFlags ?? null,
+      costs: {
+        note: "per 64-connection job of the main scenarios: upstream calls in the window, answers, CPU µs of the contestant's process (schedstat summed over threads, or utime+stime) and its V8 heap window (bench/heapmeter.ts); one sample per round",
+        samples: costs.samples
+      },
       main,
       growth: {
         note: "each point: p50 ms of the baseline (tiny request / 1 message / 1-turn chain) and of the request under test, alternated in one job; one point per round",

@@ -124,11 +124,11 @@ const npmReason = (stderr: string) =>
     .map((l) => l.replace(/^npm error /, "").trim())
     .join("; ")
 
-/** start Portkey on a free loopback port (headless: no UI, no log stream) */
-export const startPeer = (): Promise<Server> =>
-  startServer("portkey", process.execPath, ["--import", path.join(dir, "loopback.mjs"), path.join(dir, "node_modules/@portkey-ai/gateway/build/start-server.js"), "--port=0", "--headless"], {
+/** start Portkey on a free loopback port (headless: no UI, no log stream); `options`: more node arguments (preloads) and environment */
+export const startPeer = (options: { readonly nodeArgs?: ReadonlyArray<string>; readonly env?: Readonly<Record<string, string>> } = {}): Promise<Server> =>
+  startServer("portkey", process.execPath, [...(options.nodeArgs ?? []), "--import", path.join(dir, "loopback.mjs"), path.join(dir, "node_modules/@portkey-ai/gateway/build/start-server.js"), "--port=0", "--headless"], {
     cwd: dir,
-    env: { ...process.env, NODE_ENV: "production" },
+    env: { ...process.env, ...options.env, NODE_ENV: "production" },
     timeoutMs: 30_000
   })
 

@@ -20,6 +20,9 @@
  *   --routing    only the cost of routing (bench/routing.ts): CPU per request of a plain alias against
  *                a weighted alias over 2 targets, the same with conversation affinity, least-busy and
  *                lowest-latency, in alternated rounds (target: weighted <= 1.1x plain)
+ *   --gateway-node-flags "<flags>"   the comparison gains `gateway chat (flags)`: the chat-completions
+ *                gateway run with these node flags (e.g. "--max-semi-space-size=32"), measured in the
+ *                same interleaved rounds as the rest (an A/B of a V8 lever within one run)
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -34,11 +37,23 @@ import { routingSettings, runRoutingBench, type RoutingBenchReport } from "./rou
 import { runSoak, soakSettings, type SoakReport } from "./soak.js"
 
 const argv = process.argv.slice(2)
-const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres", "--limits", "--routing"]
+const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres", "--limits", "--routing", "--gateway-node-flags"]
 /** `--soak-seconds N` (or `--soak-seconds=N`) */
 let soakSeconds: number | undefined
+/** `--gateway-node-flags "<flags>"` (or `--gateway-node-flags=<flags>`): split on whitespace */
+let gatewayNodeFlags: ReadonlyArray<string> | undefined
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i]
+  if (a === "--gateway-node-flags" || a.startsWith("--gateway-node-flags=")) {
+    const value = a.includes("=") ? a.slice(a.indexOf("=") + 1) : argv[++i]
+    const flags = (value ?? "").split(/\s+/).filter((f) => f !== "")
+    if (flags.length === 0 || flags.some((f) => !f.startsWith("-"))) {
+      process.stderr.write(`--gateway-node-flags needs node flags, e.g. --gateway-node-flags "--max-semi-space-size=32" (got ${value})\n`)
+      process.exit(2)
+    }
+    gatewayNodeFlags = flags
+    continue
+  }
   if (a === "--soak-seconds" || a.startsWith("--soak-seconds=")) {
     const value = a.includes("=") ? a.slice(a.indexOf("=") + 1) : argv[++i]
     soakSeconds = Number(value)
@@ -178,7 +193,7 @@ try {
   if (postgresOnly) postgresReport = await runPostgresBench({ seconds: quick ? 2 : 4, rounds: quick ? 1 : 3 }, log)
   if (limitsOnly) limitsReport = await runLimitsBench({ seconds: quick ? 2 : 4, rounds: quick ? 2 : 10 }, log)
   if (routingOnly) routingReport = await runRoutingBench(routingSettings(quick), log)
-  if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer") }, log)
+  if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer"), ...(gatewayNodeFlags !== undefined ? { gatewayNodeFlags } : {}) }, log)
   if (existing) await existingScenarios()
   // a quick run has a 1-minute soak unless told otherwise
   if (soak) soakReport = await runSoak(soakSettings(soakSeconds ?? (quick ? 60 : undefined)), log)
