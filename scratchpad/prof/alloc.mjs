@@ -18,7 +18,7 @@ const start = (args, opts = {}) => new Promise((res, rej) => {
 const up = await start([path.join(root, "bench/.build/upstream.js")])
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "alloc-"))
 fs.writeFileSync(path.join(dir, "g.yaml"), `listen: { host: 127.0.0.1, port: 0 }\ndataDir: ${dir}/data\naccessLog: false\nconcurrency: 4096\nproviders:\n  up: { type: openai, baseUrl: ${up.url}/v1, apiKey: sk-x }\n`)
-const gw = process.env.PASS ? await start(["--require", new URL("./heapsample.cjs", import.meta.url).pathname, path.join(root, "bench/.build/passthrough.js"), up.url]) : await start(["--require", new URL("./heapsample.cjs", import.meta.url).pathname, path.join(process.env.DIST ?? path.join(root, "dist"), "main.js"), "--config", path.join(dir, "g.yaml"), "--port", "0"], { cwd: dir })
+const gw = process.env.PASS ? await start(["--require", new URL("./heapsample.cjs", import.meta.url).pathname, path.join(root, `bench/.build/${process.env.PASS === "floor" ? "floor" : "passthrough"}.js`), up.url]) : await start(["--require", new URL("./heapsample.cjs", import.meta.url).pathname, path.join(process.env.DIST ?? path.join(root, "dist"), "main.js"), "--config", path.join(dir, "g.yaml"), "--port", "0"], { cwd: dir })
 const spec = buildRequest(protocol, { model: "up/m", stream: streamArg === "1", messages: [{ role: "user", text: "hi" }] })
 const run = (d) => new Promise((res) => autocannon({ url: gw.url + spec.path, method: "POST", headers: spec.headers, body: spec.body, connections: 64, duration: d }, (e, r) => res(r)))
 await run(2)

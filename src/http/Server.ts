@@ -1,7 +1,7 @@
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Context, Effect, Layer, type Scope } from "effect"
+import { Context, Effect, FiberRef, Layer, Scope } from "effect"
 import * as http from "node:http"
 
 /** The listening server's bound address. */
@@ -36,7 +36,15 @@ export const serverLayer = <E>(options: ServerOptions, appFor: (port: number) =>
       })
       const platform = yield* NodeHttpServer.make(() => server, { host: options.host, port: options.port })
       const port = platform.address._tag === "TcpAddress" ? platform.address.port : options.port
-      yield* platform.serve(yield* appFor(port)).pipe(Effect.locally(HttpMiddleware.currentTracerDisabledWhen, () => true))
+      const app = yield* appFor(port)
+      // requests run with only the scope in their context: the app needs no service from it (its
+      // type says so: handlers closed over their services when they were made), and the router
+      // copies the context for every request
+      const scope = yield* Effect.scope
+      yield* platform.serve(app).pipe(
+        Effect.locally(HttpMiddleware.currentTracerDisabledWhen, () => true),
+        Effect.locally(FiberRef.currentContext, Context.make(Scope.Scope, scope))
+      )
       // released first: stop accepting and drain while the handlers are still installed
       yield* Effect.addFinalizer(() =>
         Effect.async<void>((resume) => {
