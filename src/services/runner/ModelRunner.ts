@@ -1,11 +1,12 @@
 import { Chunk, Clock, Context, Effect, Exit, Layer, Option, Scope, type Tracer } from "effect"
 import { Settings } from "../../Config.js"
-import { emptyUsage, samplingParamNames, type CanonicalRequest, type ModelEvent, type Sampling, type Usage } from "../../domain/Canonical.js"
+import { emptyUsage, samplingParamNames, type CanonicalRequest, type ModelEvent, type Sampling } from "../../domain/Canonical.js"
 import { Errors, toGatewayError, type GatewayError, UpstreamError } from "../../domain/Errors.js"
 import { Ids } from "../../domain/Ids.js"
-import { drainPull, type AnswerSource, type Pull } from "../../providers/Provider.js"
+import { drainPull, type Pull } from "../../providers/Provider.js"
 import { tracingEnabled } from "../../Telemetry.js"
 import { Catalog, type AppSettings, type ResolveOptions } from "../routing/Catalog.js"
+import * as Call from "./Call.js"
 import { Limits } from "./Limits.js"
 import { Metrics } from "../ops/Metrics.js"
 import { costOf, priceOf } from "../../domain/Cost.js"
@@ -101,35 +102,17 @@ export const dropUnsupported = (
   return dropped.length === 0 ? { request, dropped } : { request: { ...request, sampling: sampling as Sampling }, dropped }
 }
 
-/**
- * One model call from the runner's side: the slot it holds, the provider exchange open now, and
- * its usage record. `release` ends all three, whenever the caller is done (or gone).
- */
-interface Call {
-  readonly options: RunOptions
-  /** the request as the caller sent it (before the app's policy joins its system prompt): what a conversation is recognised by */
-  readonly opening: CanonicalRequest
-  readonly at: number
-  readonly t0: number
-  slot: boolean
-  source: AnswerSource | undefined
-  span: Tracer.Span | undefined
-  /** the last target tried, so that a failure before any output is counted against its provider */
-  target: ProviderTarget | undefined
-  /** sampling params left out for that target */
-  dropped: ReadonlyArray<string>
-  sessionId: string | undefined
-  ttftMs: number | undefined
-  usage: Usage | undefined
-  recorded: boolean
-  /** what the call holds of its app's and key's limits until it is recorded */
-  reservation: Reservation | undefined
-  /** the targets in the order to try them */
-  plan: Plan | undefined
-  /** the target that answered, in flight until the call is released, and when its attempt began */
-  answering: ProviderTarget | undefined
-  attemptT0: number
+/** How a caller takes an answer: streamed or whole, what it reads before any output, and what it makes of it. */
+interface Mode<A> {
+  readonly stream: boolean
+  readonly read: Read
+  readonly answer: (call: Call.Call, answering: Call.Answering, events: Chunk.Chunk<ModelEvent>) => A
 }
+
+const msSince = (t0: number) => Math.round((performance.now() - t0) * 100) / 100
+
+// one effect for every call that no limit applies to
+const noReservation: Effect.Effect<Reservation | undefined> = Effect.succeed(undefined)
 
 /**
  * Runs a canonical request against a model id: resolves aliases, takes a concurrency slot, drops
@@ -160,17 +143,21 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
       const router = yield* Router
       const tracing = tracingEnabled(config)
 
-      /** The usage record and metrics of a finished, failed or cancelled call: once. */
-      const record = (call: Call, status: string) => {
-        if (call.recorded) return
-        call.recorded = true
-        const { options, target } = call
+      /** The usage record and metrics of a finished, failed or cancelled call: once, read off the phase it is settled from. */
+      const record = (call: Call.Call, status: string) => {
+        const phase = Call.settle(call)
+        if (phase === undefined) return
+        const { options } = call
         const caller = options.caller
-        const usage = call.usage ?? emptyUsage
+        const target = Call.targetOf(phase)
+        const reservation = Call.reservationOf(phase)
+        const answering = phase._tag === "Answering" ? phase : undefined
+        const usage = answering?.usage ?? emptyUsage
+        const ttftMs = answering?.ttftMs
         const costUsd = costOf(priceOf(config.providers, target), usage)
-        if (call.reservation !== undefined) quota.settle(call.reservation, { tokens: usage.inputTokens + usage.outputTokens, usd: costUsd })
+        if (reservation !== undefined) quota.settle(reservation, { tokens: usage.inputTokens + usage.outputTokens, usd: costUsd })
         if (caller === undefined) return
-        const latencyMs = Math.round((performance.now() - call.t0) * 100) / 100
+        const latencyMs = msSince(call.t0)
         metrics.modelCall({
           family: caller.protocol,
           route: caller.route,
@@ -182,7 +169,7 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           latencyMs,
           app: options.app.name,
           costUsd,
-          ...(call.ttftMs !== undefined ? { ttftMs: call.ttftMs } : {})
+          ...(ttftMs !== undefined ? { ttftMs } : {})
         })
         if (!usageLog.enabled) return
         usageLog.record({
@@ -194,12 +181,12 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
           route: caller.route,
           requestedModel: options.model.slice(0, 200),
           ...(target !== undefined ? { model: target.id, provider: target.provider, ...(target.keyIndex !== undefined ? { keyIndex: target.keyIndex } : {}) } : {}),
-          ...(call.sessionId !== undefined ? { sessionId: call.sessionId } : {}),
+          ...(answering !== undefined ? { sessionId: answering.sessionId } : {}),
           status,
           usage,
           costUsd,
           latencyMs,
-          ...(call.ttftMs !== undefined ? { ttftMs: call.ttftMs } : {})
+          ...(ttftMs !== undefined ? { ttftMs } : {})
         })
       }
       // built only when it happens: constructing an error validates its fields and captures a stack
@@ -212,105 +199,84 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         return system === options.request.system ? options : { ...options, request: { ...options.request, system } }
       }
 
-      const newCall = (given: RunOptions): Call => ({
-        options: withSystem(given),
-        opening: given.request,
-        at: Date.now(),
-        t0: performance.now(),
-        slot: false,
-        source: undefined,
-        span: undefined,
-        target: undefined,
-        dropped: [],
-        sessionId: undefined,
-        ttftMs: undefined,
-        usage: undefined,
-        recorded: false,
-        reservation: undefined,
-        plan: undefined,
-        answering: undefined,
-        attemptT0: 0
-      })
-
-      /** Close the exchange open now (and end its span). */
-      const closeSource = (call: Call, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
-        const source = call.source
-        const span = call.span
-        call.source = undefined
-        call.span = undefined
-        if (span !== undefined) return Effect.zipRight(source?.close ?? Effect.void, Clock.clockWith((clock) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit))))
-        return source === undefined ? Effect.void : source.close
+      /** Close an exchange (and end its span). */
+      const closeExchange = (exchange: Call.Exchange, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
+        const { source, span } = exchange
+        if (span === undefined) return source.close
+        return Effect.zipRight(source.close, Clock.clockWith((clock) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit))))
       }
 
-      /** Everything a call holds, let go: the exchange, the slot, and a record if none was made. */
-      const release = (call: Call): Effect.Effect<void> =>
+      /** Everything a call holds, let go: the slot, a record if none was made, the answer in flight and the exchange. */
+      const release = (call: Call.Call): Effect.Effect<void> =>
         Effect.suspend(() => {
-          if (call.slot) {
-            call.slot = false
-            limits.releaseModelSlot()
-          }
+          const held = Call.held(call.state)
+          if (held === undefined) return Effect.void
+          if (Call.holdsSlot(held)) limits.releaseModelSlot()
           record(call, "cancelled")
-          if (call.answering !== undefined) {
-            health.done(call.answering, performance.now() - call.attemptT0)
-            call.answering = undefined
-          }
-          return closeSource(call, Exit.void)
+          Call.release(call)
+          if (held._tag === "Answering") health.done(held.target, performance.now() - held.attemptT0)
+          return held._tag === "Attempting" || held._tag === "Answering" ? closeExchange(held, Exit.void) : Effect.void
         })
 
       /** A span per provider exchange when tracing: `provider.stream` or `provider.complete`. */
-      const spanFor = (call: Call, target: ProviderTarget): Effect.Effect<void> =>
-        Effect.map(
-          Effect.makeSpan(call.options.request.stream ? "provider.stream" : "provider.complete", {
-            kind: "client",
-            attributes: { "gateway.provider": target.provider, "gateway.model": target.id, "gateway.provider_type": target.providerType }
-          }),
-          (span) => void (call.span = span)
-        )
+      const spanFor = (call: Call.Call, target: ProviderTarget): Effect.Effect<Tracer.Span> =>
+        Effect.makeSpan(call.options.request.stream ? "provider.stream" : "provider.complete", {
+          kind: "client",
+          attributes: { "gateway.provider": target.provider, "gateway.model": target.id, "gateway.provider_type": target.providerType }
+        })
 
       /**
-       * The one fallback loop: each target in turn until one gives what the caller reads before any
-       * output (`read`: the first events of a streamed answer, or all of a whole one).
+       * The one fallback loop: each target of the plan in turn, from `from`, until one gives what the
+       * caller reads before any output (`mode.read`: the first events of a streamed answer, or all of
+       * a whole one).
        */
-      const attempt = (
-        call: Call,
-        read: Read,
-        targets: ReadonlyArray<ProviderTarget>,
+      const attempt = <A>(
+        call: Call.Call,
+        mode: Mode<A>,
+        plan: Plan,
         index: number,
+        from: Call.Admitted | Call.Missed,
         lastError: UpstreamError | undefined
-      ): Effect.Effect<Chunk.Chunk<ModelEvent>, GatewayError> => {
-        const target = targets[index]
+      ): Effect.Effect<A, GatewayError> => {
+        const target = plan.targets[index]
         const { options } = call
         if (target === undefined) return Effect.fail(toGatewayError(lastError ?? noTarget()))
         // past the deadline no other target can answer in time
         if (index > 0 && Date.now() >= options.deadline) return Effect.fail(timeout())
-        call.target = target
         const rejects = [...(config.providers[target.provider]?.rejects ?? []), ...(target.modelConfig?.rejects ?? [])]
         const { dropped, request } = dropUnsupported(options.request, rejects, config.dropUnsupportedParams, providers.refusedParams(target, options.request))
-        const opened = Effect.suspend(() => {
-          health.take(target)
-          call.attemptT0 = performance.now()
-          call.source = providers.open({ target, request, deadline: options.deadline })
-          return Effect.onInterrupt(
-            Effect.tap(read(call.source.pull), () => {
-              call.answering = target
-              health.succeeded(target, performance.now() - call.attemptT0)
-              if (call.plan !== undefined) router.answered(call.plan, target)
-            }),
-            () => Effect.sync(() => health.released(target))
-          )
-        })
-        const first = tracing ? Effect.zipRight(spanFor(call, target), opened) : opened
-        call.dropped = dropped
-        return Effect.catchAll(first, (error) =>
-          Effect.zipRight(
-            Effect.zipRight(health.failed(target, error), closeSource(call, Exit.fail(error))),
-            error.retryable ? attempt(call, read, targets, index + 1, error) : Effect.fail(toGatewayError(error))
-          )
-        )
+        const exchange = (span: Tracer.Span | undefined) =>
+          Effect.suspend(() => {
+            health.take(target)
+            const attemptT0 = performance.now()
+            const source = providers.open({ target, request, deadline: options.deadline })
+            const attempting = Call.attempting(from, target, dropped, source, span, attemptT0)
+            Call.enter(call, from, attempting)
+            const answered = Effect.map(mode.read(source.pull), (events) => {
+              const answering = Call.answered(attempting, Ids.session(), mode.stream ? msSince(call.t0) : undefined)
+              Call.enter(call, attempting, answering)
+              health.succeeded(target, performance.now() - attemptT0)
+              router.answered(plan, target)
+              return mode.answer(call, answering, events)
+            })
+            return Effect.catchAll(
+              Effect.onInterrupt(answered, () => Effect.sync(() => health.released(target))),
+              (error) => {
+                const missed = Call.missed(attempting)
+                // a call released meanwhile had its exchange closed by `release`
+                const close = Effect.suspend(() => (Call.enter(call, attempting, missed) ? closeExchange(attempting, Exit.fail(error)) : Effect.void))
+                return Effect.zipRight(
+                  Effect.zipRight(health.failed(target, error), close),
+                  error.retryable ? attempt(call, mode, plan, index + 1, missed, error) : Effect.fail(toGatewayError(error))
+                )
+              }
+            )
+          })
+        return tracing ? Effect.flatMap(spanFor(call, target), exchange) : exchange(undefined)
       }
 
       /** What a call may take, reserved before it runs: its input estimate and output cap, priced as its first target. */
-      const estimate = (call: Call, first: ProviderTarget | undefined) => () => {
+      const estimate = (call: Call.Call, first: ProviderTarget | undefined) => () => {
         const { request } = call.options
         const input = estimateTokens(request, first?.providerType === "gemini" ? geminiCalibration : messagesCalibration)
         const output = request.maxOutputTokens ?? DEFAULT_OUTPUT_CAP
@@ -318,26 +284,26 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         return { tokens: input + output, usd }
       }
 
-      /** Admit the call against its app's and key's limits (a reservation held until it is recorded). */
-      const admit = (call: Call, first: ProviderTarget | undefined): Effect.Effect<void, GatewayError> => {
+      /** Admit the call against its app's and key's limits: the reservation it holds until it is recorded. */
+      const admit = (call: Call.Call, first: ProviderTarget | undefined): Effect.Effect<Reservation | undefined, GatewayError> => {
         const { app, caller } = call.options
         const keyId = caller?.keyId ?? "none"
-        if (!quota.applies(app.name, keyId)) return Effect.void
-        return Effect.map(quota.admit(app.name, keyId, estimate(call, first)), (reservation) => void (call.reservation = reservation))
+        if (!quota.applies(app.name, keyId)) return noReservation
+        return quota.admit(app.name, keyId, estimate(call, first))
       }
 
-      /** Resolve, take a slot, admit and open the first target that answers: what `read` read of it. */
-      const open = (call: Call, read: Read): Effect.Effect<Chunk.Chunk<ModelEvent>, GatewayError> =>
+      /** Resolve, take a slot, admit and open the first target that answers: what the mode makes of it. */
+      const open = <A>(call: Call.Call, mode: Mode<A>): Effect.Effect<A, GatewayError> =>
         Effect.flatMap(catalog.resolve(call.options.model, call.options.app, call.options.resolve), (resolved) =>
           Effect.flatMap(limits.takeModelSlot, () => {
-            call.slot = true
-            return Effect.flatMap(admit(call, resolved.targets[0]), () => {
+            const slotted = Call.admitted(undefined)
+            Call.enter(call, Call.resolving, slotted)
+            return Effect.flatMap(admit(call, resolved.targets[0]), (reservation) => {
+              const admitted = Call.admitted(reservation)
+              Call.enter(call, slotted, admitted)
               if (call.options.deadline - Date.now() <= 0) return Effect.fail(timeout())
               // by the alias's strategy or the conversation; cooled targets last, the one whose cooldown ends first first
-              return Effect.flatMap(router.plan(resolved, call.opening), (plan) => {
-                call.plan = plan
-                return attempt(call, read, plan.targets, 0, undefined)
-              })
+              return Effect.flatMap(router.plan(resolved, call.opening), (plan) => attempt(call, mode, plan, 0, admitted, undefined))
             })
           })
         ).pipe(Effect.tapError((error) => Effect.sync(() => record(call, error.code))))
@@ -346,15 +312,12 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
        * The call's events from the first on, errors as GatewayErrors; the usage record is made when
        * they end or fail (or as cancelled when the call is released before that).
        */
-      const tracked = (call: Call, first: Chunk.Chunk<ModelEvent>): EventPull => {
-        call.ttftMs = Math.round((performance.now() - call.t0) * 100) / 100
-        call.sessionId = Ids.session()
-        const source = call.source as AnswerSource
+      const tracked = (call: Call.Call, answering: Call.Answering, first: Chunk.Chunk<ModelEvent>): EventPull => {
         const seen = (chunk: Chunk.Chunk<ModelEvent>) => {
-          for (const event of chunk) if (event._tag === "Usage") call.usage = event.usage
+          for (const event of chunk) if (event._tag === "Usage") answering.usage = event.usage
           return chunk
         }
-        const next: EventPull = Effect.mapBoth(source.pull, {
+        const next: EventPull = Effect.mapBoth(answering.source.pull, {
           onSuccess: seen,
           onFailure: (failure) => {
             if (Option.isNone(failure)) {
@@ -375,41 +338,55 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         })
       }
 
-      /** The request as the mode asks for it: streamed from the upstream, or whole. */
-      const inMode = (given: RunOptions, stream: boolean): RunOptions =>
-        given.request.stream === stream ? given : { ...given, request: { ...given.request, stream } }
+      const streaming: Mode<StartedRun> = {
+        stream: true,
+        read: firstChunk,
+        answer: (call, answering, first) => {
+          const view = answering.reservation?.view
+          return {
+            target: answering.target,
+            sessionId: answering.sessionId,
+            droppedParams: answering.dropped,
+            pull: tracked(call, answering, first),
+            ...(view !== undefined ? { rateLimit: view } : {})
+          }
+        }
+      }
+
+      const whole: Mode<CompletedRun> = {
+        stream: false,
+        read: readWhole,
+        answer: (call, answering, events) => {
+          for (const event of events) if (event._tag === "Usage") answering.usage = event.usage
+          record(call, "ok")
+          const view = answering.reservation?.view
+          return {
+            target: answering.target,
+            sessionId: answering.sessionId,
+            droppedParams: answering.dropped,
+            events: Chunk.toReadonlyArray(events),
+            ...(view !== undefined ? { rateLimit: view } : {})
+          }
+        }
+      }
+
+      /** The call, its request as the mode asks for it: streamed from the upstream, or whole. */
+      const newCall = (given: RunOptions, stream: boolean): Call.Call => {
+        const options = given.request.stream === stream ? given : { ...given, request: { ...given.request, stream } }
+        return Call.make(withSystem(options), options.request)
+      }
 
       const start = (given: RunOptions): Effect.Effect<StartedRun, GatewayError, Scope.Scope> =>
         Effect.flatMap(Effect.scope, (scope) => {
-          const call = newCall(inMode(given, true))
-          return Effect.zipRight(
-            Scope.addFinalizer(scope, release(call)),
-            Effect.map(open(call, firstChunk), (first): StartedRun => {
-              const pull = tracked(call, first)
-              const view = call.reservation?.view
-              return { target: call.target as ProviderTarget, sessionId: call.sessionId as string, droppedParams: call.dropped, pull, ...(view !== undefined ? { rateLimit: view } : {}) }
-            })
-          )
+          const call = newCall(given, streaming.stream)
+          return Effect.zipRight(Scope.addFinalizer(scope, release(call)), open(call, streaming))
         })
 
       // nothing is held before `open` takes the slot, so the call needs no acquire step of its own
       const complete = (given: RunOptions): Effect.Effect<CompletedRun, GatewayError> =>
         Effect.suspend(() => {
-          const call = newCall(inMode(given, false))
-          const answered = Effect.map(open(call, readWhole), (events): CompletedRun => {
-            call.sessionId = Ids.session()
-            for (const event of events) if (event._tag === "Usage") call.usage = event.usage
-            record(call, "ok")
-            const view = call.reservation?.view
-            return {
-              target: call.target as ProviderTarget,
-              sessionId: call.sessionId,
-              droppedParams: call.dropped,
-              events: Chunk.toReadonlyArray(events),
-              ...(view !== undefined ? { rateLimit: view } : {})
-            }
-          })
-          return Effect.ensuring(answered, release(call))
+          const call = newCall(given, whole.stream)
+          return Effect.ensuring(open(call, whole), release(call))
         })
 
       return ModelRunner.of({ start, complete })
