@@ -51,6 +51,9 @@ type Driver = new (filename: string, options: { readonly readonly: boolean }) =>
 /** The module name of the driver for this Node: `better-sqlite3-napi` is better-sqlite3 13. */
 export const driverModule = (napiVersion: number): string => (napiVersion >= 10 ? "better-sqlite3-napi" : "better-sqlite3")
 
+/** The resolved path of the driver module for this Node (worker threads load it by path). */
+export const driverPath = (): string => createRequire(import.meta.url).resolve(driverModule(Number(process.versions.napi)))
+
 const loadDriver = (): Driver => {
   const require = createRequire(import.meta.url)
   const driver: Driver = require(driverModule(Number(process.versions.napi)))
