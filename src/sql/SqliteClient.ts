@@ -6,6 +6,7 @@ import * as Statement from "@effect/sql/Statement"
 import { SqliteClient, TypeId } from "@effect/sql-sqlite-node/SqliteClient"
 import { Cache, Context, Duration, Effect, FiberRef, Layer, Scope } from "effect"
 import { createRequire } from "node:module"
+import { WalCheckpoints } from "./WalCheckpoints.js"
 import { deferredSync, WalSync } from "./WalSync.js"
 
 /**
@@ -67,6 +68,8 @@ export interface SqliteClientConfig {
   readonly prepareCacheSize?: number | undefined
   readonly prepareCacheTTL?: Duration.DurationInput | undefined
   readonly disableWAL?: boolean | undefined
+  /** how often the WAL is checkpointed (default `CHECKPOINT_EVERY_MS`) */
+  readonly checkpointEveryMs?: number | undefined
 }
 
 interface SqliteConnection extends Connection {
@@ -92,6 +95,8 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, n
     // their fsync to `WalSync.sync`, off the event loop: see WalSync.ts.)
     db.pragma("synchronous = FULL")
     const wal = options.disableWAL !== true
+    // no checkpoint inside a COMMIT on the event loop: a worker thread runs them (WalCheckpoints.ts)
+    if (wal) db.pragma("wal_autocheckpoint = 0")
 
     const cache = yield* Cache.make({
       capacity: options.prepareCacheSize ?? 200,
@@ -212,10 +217,20 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, n
     return sqliteClient
   })
 
-/** `SqliteClient` and `SqlClient` for one database file, closed with the Layer's scope, and its `WalSync`. */
-export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | Client.SqlClient | WalSync> =>
+/**
+ * `SqliteClient` and `SqlClient` for one database file, closed with the Layer's scope, its
+ * `WalSync`, and (in WAL mode) its `WalCheckpoints`, made on a worker thread.
+ */
+export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | Client.SqlClient | WalSync | WalCheckpoints> =>
   Layer.scopedContext(
-    Effect.zipWith(make(config), WalSync.make(config.filename, { wal: config.disableWAL !== true }), (client, wal) =>
-      Context.make(SqliteClient, client).pipe(Context.add(Client.SqlClient, client), Context.add(WalSync, wal))
-    )
+    Effect.gen(function* () {
+      const wal = config.disableWAL !== true
+      // made first, closed last: see WalCheckpoints.make
+      const checkpoints = wal ? yield* WalCheckpoints.make(driverPath(), config.filename, { everyMs: config.checkpointEveryMs }) : undefined
+      const client = yield* make(config)
+      const walSync = yield* WalSync.make(config.filename, { wal })
+      if (checkpoints !== undefined) yield* checkpoints.start
+      const context = Context.make(SqliteClient, client).pipe(Context.add(Client.SqlClient, client), Context.add(WalSync, walSync))
+      return Context.add(context, WalCheckpoints, checkpoints?.service ?? WalCheckpoints.none)
+    })
   ).pipe(Layer.provide(Reactivity.layer))
