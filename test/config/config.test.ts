@@ -143,7 +143,7 @@ describe("decodeConfig: a full config", () => {
     const expected = {
       listen: { host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] },
       dataDir: "./data",
-      database: { poolSize: 10 },
+      database: { poolSize: 10, statementTimeoutMs: 30000 },
       keys: [],
       providers: {},
       aliases: {},
@@ -359,6 +359,14 @@ describe("decodeConfig: problems", () => {
     const scheme = problemsOf(decodeConfig({ database: { url: "mysql://u:hunter2@h/db" } }, {}))
     expect(scheme).toEqual(["database.url: must be a postgres:// or postgresql:// URL"])
     expect([...problems, ...scheme].join("\n")).not.toContain("hunter2")
+  })
+
+  it("database.statementTimeoutMs: 30 s by default; a whole number of ms from 1 to a day, else reported by name", () => {
+    expect(ok(decodeConfig({ database: { url: "postgres://h/db" } }, {})).database.statementTimeoutMs).toBe(30_000)
+    expect(ok(decodeConfig({ database: { url: "postgres://h/db", statementTimeoutMs: 500 } }, {})).database.statementTimeoutMs).toBe(500)
+    for (const bad of [0, -5, 1.5, "30s", 86_400_001]) {
+      expectExactlyPaths(problemsOf(decodeConfig({ database: { url: "postgres://h/db", statementTimeoutMs: bad } }, {})), ["database.statementTimeoutMs"])
+    }
   })
 
   it("prices: per provider and per model, USD per million tokens, never negative", () => {
