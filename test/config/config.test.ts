@@ -361,14 +361,6 @@ describe("decodeConfig: problems", () => {
     expect([...problems, ...scheme].join("\n")).not.toContain("hunter2")
   })
 
-  it("database.statementTimeoutMs: 30 s by default; a whole number of ms from 1 to a day, else reported by name", () => {
-    expect(ok(decodeConfig({ database: { url: "postgres://h/db" } }, {})).database.statementTimeoutMs).toBe(30_000)
-    expect(ok(decodeConfig({ database: { url: "postgres://h/db", statementTimeoutMs: 500 } }, {})).database.statementTimeoutMs).toBe(500)
-    for (const bad of [0, -5, 1.5, "30s", 86_400_001]) {
-      expectExactlyPaths(problemsOf(decodeConfig({ database: { url: "postgres://h/db", statementTimeoutMs: bad } }, {})), ["database.statementTimeoutMs"])
-    }
-  })
-
   it("prices: per provider and per model, USD per million tokens, never negative", () => {
     const config = ok(decodeConfig({ providers: { p: { type: "mock", price: { input: 1.25, output: 10 }, models: { m: { price: { input: 0.25, output: 2, cacheRead: 0.025, cacheWrite: 0.3125 } } } } } }, {}))
     expect(config.providers.p.price).toEqual({ input: 1.25, output: 10 })
