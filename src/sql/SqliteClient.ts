@@ -95,7 +95,8 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, n
     // their fsync to `WalSync.sync`, off the event loop: see WalSync.ts.)
     db.pragma("synchronous = FULL")
     const wal = options.disableWAL !== true
-    // no checkpoint inside a COMMIT on the event loop: a worker thread runs them (WalCheckpoints.ts)
+    // no checkpoint inside a COMMIT on the event loop: a worker thread runs them (WalCheckpoints.ts,
+    // started by `layer`; this connection alone would let the WAL grow)
     if (wal) db.pragma("wal_autocheckpoint = 0")
 
     const cache = yield* Cache.make({
