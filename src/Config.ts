@@ -12,6 +12,11 @@ const optionalExact = <S extends Schema.Schema.All>(s: S) => Schema.optionalWith
 const PositiveInt = Schema.Int.pipe(Schema.positive())
 const NonNegativeInt = Schema.Int.pipe(Schema.nonNegative())
 
+/** `database.statementTimeoutMs` when the config does not say: 30 s */
+export const STATEMENT_TIMEOUT_MS = 30_000
+/** the largest `database.statementTimeoutMs`: a day */
+export const MAX_STATEMENT_TIMEOUT_MS = 86_400_000
+
 export const VariantConfig = Schema.Struct({
   /** sent upstream as the reasoning effort */
   reasoningEffort: optionalExact(Schema.String),
@@ -157,9 +162,17 @@ export const GatewayConfig = Schema.Struct({
   database: Schema.optionalWith(
     Schema.Struct({
       url: optionalExact(Schema.Redacted(Schema.String)),
-      poolSize: Schema.optionalWith(PositiveInt, { exact: true, default: () => 10 })
+      poolSize: Schema.optionalWith(PositiveInt, { exact: true, default: () => 10 }),
+      /**
+       * PostgreSQL stops a statement that runs longer (`statement_timeout` on every connection);
+       * a connection that heard nothing back that long and a grace more is closed by the gateway
+       */
+      statementTimeoutMs: Schema.optionalWith(PositiveInt.pipe(Schema.lessThanOrEqualTo(MAX_STATEMENT_TIMEOUT_MS)), {
+        exact: true,
+        default: () => STATEMENT_TIMEOUT_MS
+      })
     }),
-    { exact: true, default: () => ({ poolSize: 10 }) }
+    { exact: true, default: () => ({ poolSize: 10, statementTimeoutMs: STATEMENT_TIMEOUT_MS }) }
   ),
   /** this replica's id in /gateway/status (default: host name and port) */
   replicaId: optionalExact(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),

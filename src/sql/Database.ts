@@ -26,7 +26,7 @@ import keysExpiry from "./migrations/0015_keys_expiry.js"
 import usageRollups from "./migrations/0016_usage_rollups.js"
 import quota from "./migrations/0017_quota.js"
 import usageKeyIndex from "./migrations/0018_usage_key_index.js"
-import { DatabaseUnreachable, postgresLayer } from "./Postgres.js"
+import { DatabaseUnreachable, migrationClient, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { WalSync } from "./WalSync.js"
 
@@ -82,9 +82,9 @@ export const sqliteLayer = (dataDir: string) => {
 const MIGRATION_LOCK = 0x6c6c6d67 // "llmg"
 
 /**
- * Migrations on PostgreSQL, under a session advisory lock held by a connection of its own (outside
- * the pool, which may have a single connection): replicas started together run them one after the
- * other, and the later ones find nothing to do.
+ * Migrations on PostgreSQL, on a client of their own without the statement timeout (see
+ * `migrationClient`), under a session advisory lock held by another connection outside any pool:
+ * replicas started together run them one after the other, and the later ones find nothing to do.
  */
 const migratePostgres = (url: Redacted.Redacted<string>) =>
   Effect.scoped(
@@ -92,7 +92,7 @@ const migratePostgres = (url: Redacted.Redacted<string>) =>
       yield* Effect.acquireRelease(
         Effect.tryPromise({
           try: async () => {
-            const client = new Pg.Client({ connectionString: Redacted.value(url) })
+            const client = new Pg.Client({ connectionString: Redacted.value(url), keepAlive: true })
             client.on("error", () => {})
             await client.connect()
             await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK])
@@ -103,15 +103,24 @@ const migratePostgres = (url: Redacted.Redacted<string>) =>
         // ending the session releases its advisory lock
         (client) => Effect.promise(() => client.end().catch(() => undefined))
       )
-      return yield* Migrator.make({})({ loader: migrations })
+      const sql = yield* migrationClient(url)
+      return yield* Effect.provideService(Migrator.make({})({ loader: migrations }), SqlClient.SqlClient, sql)
     })
   )
 
+export interface PostgresDatabaseOptions {
+  /** how long to keep trying to connect at start (default 30 s) */
+  readonly connectWithinMs?: number
+  /** the server's bound on one statement (`database.statementTimeoutMs`; default 30 s) */
+  readonly statementTimeoutMs?: number
+}
+
 /**
- * PostgreSQL at `url`, shared by every replica: `poolSize` connections, migrated at start. Fails
- * with `DatabaseUnreachable` (host only) when no connection opens within 30 s.
+ * PostgreSQL at `url`, shared by every replica: `poolSize` connections, migrated at start, each
+ * statement bounded (Postgres.ts). Fails with `DatabaseUnreachable` (host only) when no
+ * connection opens within 30 s.
  */
-export const postgresDatabaseLayer = (url: Redacted.Redacted<string>, poolSize: number, options: { readonly connectWithinMs?: number } = {}) => {
+export const postgresDatabaseLayer = (url: Redacted.Redacted<string>, poolSize: number, options: PostgresDatabaseOptions = {}) => {
   const client = postgresLayer({ url, poolSize, ...options })
   const migrated = Layer.effectDiscard(Effect.orDie(migratePostgres(url)))
   // commits are durable when PostgreSQL answers them: nothing to sync afterwards
@@ -121,4 +130,6 @@ export const postgresDatabaseLayer = (url: Redacted.Redacted<string>, poolSize: 
 
 /** The database of a config: PostgreSQL when `database.url` is set, else SQLite in `dataDir`. */
 export const databaseLayer = (config: GatewayConfig): Layer.Layer<SqlClient.SqlClient | WalSync | Backend, DatabaseUnreachable> =>
-  config.database.url === undefined ? sqliteLayer(config.dataDir) : postgresDatabaseLayer(config.database.url, config.database.poolSize)
+  config.database.url === undefined
+    ? sqliteLayer(config.dataDir)
+    : postgresDatabaseLayer(config.database.url, config.database.poolSize, { statementTimeoutMs: config.database.statementTimeoutMs })

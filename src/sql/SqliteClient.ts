@@ -6,6 +6,7 @@ import * as Statement from "@effect/sql/Statement"
 import { SqliteClient, TypeId } from "@effect/sql-sqlite-node/SqliteClient"
 import { Cache, Context, Duration, Effect, FiberRef, Layer, Scope } from "effect"
 import { createRequire } from "node:module"
+import { WalCheckpoints } from "./WalCheckpoints.js"
 import { deferredSync, WalSync } from "./WalSync.js"
 
 /**
@@ -51,6 +52,9 @@ type Driver = new (filename: string, options: { readonly readonly: boolean }) =>
 /** The module name of the driver for this Node: `better-sqlite3-napi` is better-sqlite3 13. */
 export const driverModule = (napiVersion: number): string => (napiVersion >= 10 ? "better-sqlite3-napi" : "better-sqlite3")
 
+/** The resolved path of the driver module for this Node (worker threads load it by path). */
+export const driverPath = (): string => createRequire(import.meta.url).resolve(driverModule(Number(process.versions.napi)))
+
 const loadDriver = (): Driver => {
   const require = createRequire(import.meta.url)
   const driver: Driver = require(driverModule(Number(process.versions.napi)))
@@ -64,6 +68,8 @@ export interface SqliteClientConfig {
   readonly prepareCacheSize?: number | undefined
   readonly prepareCacheTTL?: Duration.DurationInput | undefined
   readonly disableWAL?: boolean | undefined
+  /** how often the WAL is checkpointed (default `CHECKPOINT_EVERY_MS`) */
+  readonly checkpointEveryMs?: number | undefined
 }
 
 interface SqliteConnection extends Connection {
@@ -89,6 +95,9 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, n
     // their fsync to `WalSync.sync`, off the event loop: see WalSync.ts.)
     db.pragma("synchronous = FULL")
     const wal = options.disableWAL !== true
+    // no checkpoint inside a COMMIT on the event loop: a worker thread runs them (WalCheckpoints.ts,
+    // started by `layer`; this connection alone would let the WAL grow)
+    if (wal) db.pragma("wal_autocheckpoint = 0")
 
     const cache = yield* Cache.make({
       capacity: options.prepareCacheSize ?? 200,
@@ -209,10 +218,20 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, n
     return sqliteClient
   })
 
-/** `SqliteClient` and `SqlClient` for one database file, closed with the Layer's scope, and its `WalSync`. */
-export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | Client.SqlClient | WalSync> =>
+/**
+ * `SqliteClient` and `SqlClient` for one database file, closed with the Layer's scope, its
+ * `WalSync`, and (in WAL mode) its `WalCheckpoints`, made on a worker thread.
+ */
+export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | Client.SqlClient | WalSync | WalCheckpoints> =>
   Layer.scopedContext(
-    Effect.zipWith(make(config), WalSync.make(config.filename, { wal: config.disableWAL !== true }), (client, wal) =>
-      Context.make(SqliteClient, client).pipe(Context.add(Client.SqlClient, client), Context.add(WalSync, wal))
-    )
+    Effect.gen(function* () {
+      const wal = config.disableWAL !== true
+      // made first, closed last: see WalCheckpoints.make
+      const checkpoints = wal ? yield* WalCheckpoints.make(driverPath(), config.filename, { everyMs: config.checkpointEveryMs }) : undefined
+      const client = yield* make(config)
+      const walSync = yield* WalSync.make(config.filename, { wal })
+      if (checkpoints !== undefined) yield* checkpoints.start
+      const context = Context.make(SqliteClient, client).pipe(Context.add(Client.SqlClient, client), Context.add(WalSync, walSync))
+      return Context.add(context, WalCheckpoints, checkpoints?.service ?? WalCheckpoints.none)
+    })
   ).pipe(Layer.provide(Reactivity.layer))

@@ -143,7 +143,7 @@ describe("decodeConfig: a full config", () => {
     const expected = {
       listen: { host: "127.0.0.1", port: 4080, trustProxy: false, hosts: [] },
       dataDir: "./data",
-      database: { poolSize: 10 },
+      database: { poolSize: 10, statementTimeoutMs: 30000 },
       keys: [],
       providers: {},
       aliases: {},

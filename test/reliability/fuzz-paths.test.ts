@@ -35,13 +35,17 @@ const openaiAuth = { authorization: `Bearer ${KEY}` }
 const messagesAuth = { "x-api-key": KEY, "anthropic-version": "2023-06-01" }
 const geminiAuth = { "x-goog-api-key": KEY }
 
-/** Every file below `dir` with its size, relative names sorted. */
+/**
+ * Every file below `dir` with its size, relative names sorted. The database's own files change
+ * whatever the requests do (a checkpoint copies the WAL into `gateway.db` every second): named only.
+ */
 const snapshot = (dir: string): Array<string> => {
   const out: Array<string> = []
   const walk = (d: string) => {
     for (const entry of fs.readdirSync(d, { withFileTypes: true })) {
       const full = path.join(d, entry.name)
       if (entry.isDirectory()) walk(full)
+      else if (entry.name === "gateway.db") out.push(path.relative(dir, full))
       else if (!/-(wal|shm|journal)$/.test(entry.name)) out.push(`${path.relative(dir, full)}:${fs.statSync(full).size}`)
     }
   }

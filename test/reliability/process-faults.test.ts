@@ -371,8 +371,10 @@ describe.skipIf(cannotMount !== undefined)("a full disk (the data dir on a 6 MiB
     expect(listedWhileFull.status).toBe(200)
     expect(jsonOf(listedWhileFull).data).toEqual([])
 
-    // a stored response that cannot be written: the answer is served; the id is cleanly not found
-    const stored = await model("/v1/responses", { model: "echo", input: "::chunks 200\nkeep me", store: true })
+    // a stored response that cannot be written: the answer is served; the id is cleanly not found.
+    // Over 64 KiB, so its record needs a file of its own: a small one may still fit in the row, in
+    // WAL pages a checkpoint has freed for reuse
+    const stored = await model("/v1/responses", { model: "echo", input: `::chunks 200\nkeep me ${"x".repeat(80 * KiB)}`, store: true })
     expect(stored.status, stored.text).toBe(200)
     const storedId = jsonOf(stored).id as string
     const lookup = await call(gw.port, "GET", `/v1/responses/${storedId}`, bearer(APP_KEY))

@@ -6,6 +6,7 @@ import type { Usage as TokenUsage } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { Log } from "../ops/Log.js"
 import { Metrics } from "../ops/Metrics.js"
+import { longReads } from "../../sql/SqliteReader.js"
 import { makeReport, noPercentiles, type UsageFilter, type UsageReport, zeroTotals } from "./UsageReport.js"
 
 export type { Percentiles, Totals, UsageFilter, UsageReport } from "./UsageReport.js"
@@ -259,7 +260,8 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
         }
       }
 
-      const makeReportOf = yield* makeReport
+      // a report reads months of rows: on SQLite on a connection of its own, off the event loop
+      const makeReportOf = yield* Effect.provideService(makeReport, SqlClient.SqlClient, yield* longReads)
       const report = (filter: UsageFilter) => Effect.zipRight(flush, Effect.mapError(makeReportOf(filter), toGatewayError))
 
       const anyOfApp = SqlSchema.findOne({
