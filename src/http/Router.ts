@@ -4,7 +4,7 @@ import { HttpServerRequest } from "@effect/platform/HttpServerRequest"
 import type * as HttpMethod from "@effect/platform/HttpMethod"
 import { Effect, type Scope } from "effect"
 import { absoluteToOrigin } from "./Access.js"
-import type { Edge, FamilyApp, RouteError } from "./Edge.js"
+import type { Edge, makeEdge, RouteError } from "./Edge.js"
 import type { Family } from "./Envelopes.js"
 import { mountTakes, shownPath, type Mount, type Reply, type Route } from "./Route.js"
 
@@ -15,11 +15,8 @@ import { mountTakes, shownPath, type Mount, type Reply, type Route } from "./Rou
  * Messages family's). The route table stays the one list the discovery page shows.
  */
 
-/** What the edge provides to mount a family's routes. */
-export interface EdgeOf {
-  readonly family: (name: Family, allowed: (rawPath: string) => ReadonlyArray<string>) => (app: FamilyApp) => Effect.Effect<Reply, never, HttpServerRequest | Scope.Scope>
-  readonly route: (group: ReadonlyArray<Route>) => Effect.Effect<Reply, RouteError, Edge | Scope.Scope>
-}
+/** The edge of the bound server: each family's middleware and each route's wrapper. */
+type EdgeOf = ReturnType<Effect.Effect.Success<typeof makeEdge>>
 
 /**
  * Paths are matched as sent: case-sensitive, with no trailing or doubled slash folded away (a

@@ -38,7 +38,9 @@ export const declaredLength = (incoming: IncomingMessage, maxBytes: number): Eff
 export async function* bodyPieces(incoming: IncomingMessage, rules: BodyRules): AsyncGenerator<Buffer> {
   const deadline = Date.now() + rules.totalMs
   let received = 0
-  const iterator = incoming[Symbol.asyncIterator]() as AsyncIterator<Buffer>
+  // not destroyed on return: a refusal's answer must still reach a client that is sending, and
+  // the edge reads on after it (bounded) before it closes the connection
+  const iterator = incoming.iterator({ destroyOnReturn: false }) as AsyncIterator<Buffer>
   try {
     while (true) {
       let timer: NodeJS.Timeout | undefined
