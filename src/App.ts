@@ -77,7 +77,6 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   return Layer.mergeAll(base, limits, providerClient, runner, database, usage, retention, responseStore, fileStore, itemMemory, remoteFiles, replicas, quota, Health.layer)
 }
 
-/** Every route of the gateway: the table the router is built from and the discovery page lists. */
 /**
  * Where each protocol family is mounted: the envelope its errors (404s and 405s included) are
  * written in and how its keys are presented. `/v1/models` and `/v1/files` serve the Messages shape
@@ -92,6 +91,7 @@ export const mounts: ReadonlyArray<Mount> = [
   { prefix: "/v1/", family: "openai" }
 ]
 
+/** Every route of the gateway: the table the routers are built from and the discovery page lists. */
 export const allRoutes = Effect.gen(function* () {
   const routes: Array<Route> = []
   routes.push(...(yield* chatRoutes))
