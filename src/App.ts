@@ -29,6 +29,9 @@ import { KeyStore } from "./services/keys/KeyStore.js"
 import { Limits } from "./services/runner/Limits.js"
 import { Metrics } from "./services/ops/Metrics.js"
 import { ModelRunner } from "./services/runner/ModelRunner.js"
+import { HostTools } from "./services/tools/HostTools.js"
+import { HostToolLoop } from "./services/tools/Loop.js"
+import { ToolServers } from "./services/tools/ToolServers.js"
 import { ProviderFactories } from "./providers/Provider.js"
 import { ProviderClient } from "./services/runner/ProviderClient.js"
 import { RemoteFiles } from "./services/files/RemoteFiles.js"
@@ -74,7 +77,28 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const itemMemory = ItemMemory.layer().pipe(Layer.provide(Layer.merge(database, base)))
   const remoteFiles = RemoteFiles.layer.pipe(Layer.provide(settings))
   const replicas = Replicas.layer.pipe(Layer.provide(Layer.merge(database, base)))
-  return Layer.mergeAll(base, limits, providerClient, runner, database, usage, retention, responseStore, fileStore, itemMemory, remoteFiles, replicas, quota, Health.layer)
+  const toolServers = ToolServers.layer.pipe(Layer.provide(settings))
+  const hostTools = HostTools.layer.pipe(Layer.provide(Layer.mergeAll(base, toolServers)))
+  const loop = HostToolLoop.layer.pipe(Layer.provide(Layer.merge(runner, hostTools)))
+  return Layer.mergeAll(
+    base,
+    limits,
+    providerClient,
+    runner,
+    database,
+    usage,
+    retention,
+    responseStore,
+    fileStore,
+    itemMemory,
+    remoteFiles,
+    replicas,
+    quota,
+    Health.layer,
+    toolServers,
+    hostTools,
+    loop
+  )
 }
 
 /**

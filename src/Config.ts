@@ -2,6 +2,7 @@ import { Context, Either, ParseResult, Redacted, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import YAML from "yaml"
+import { globMatch } from "./domain/ModelId.js"
 
 /**
  * The gateway's config file (ARCHITECTURE.md "Config file"): YAML or JSON, any string may be
@@ -94,12 +95,42 @@ export type AliasConfig = typeof AliasConfig.Type
 export const aliasTargets = (value: AliasConfig): ReadonlyArray<{ readonly model: string; readonly weight: number }> =>
   typeof value === "string" ? [{ model: value, weight: 1 }] : value.targets.map((t) => (typeof t === "string" ? { model: t, weight: 1 } : { model: t.model, weight: t.weight ?? 1 }))
 
+/** A host tool pattern: `<server>/<tool>`, globs (`*`) allowed in either part. */
+const HostToolPattern = Schema.String.pipe(
+  Schema.pattern(/^[^/]+\/[^/]+$/, { message: () => "a host tool is <server>/<tool> (globs allowed), e.g. search/* or files/read_text_file" })
+)
+
 export const AgentConfig = Schema.Struct({
   /** the model (alias or `<provider>/<model>`) the agent runs on */
   model: Schema.String,
   /** replaces the caller's system prompt */
-  prompt: Schema.String
+  prompt: Schema.String,
+  /** the app's host tools this agent grants (none: the agent grants none) */
+  hostTools: optionalExact(Schema.Array(HostToolPattern))
 })
+
+export const DEFAULT_TOOL_TIMEOUT_MS = 30_000
+export const DEFAULT_MAX_HOST_TOOL_ROUNDS = 8
+export const DEFAULT_MAX_HOST_TOOL_RESULT_BYTES = 256 * 1024
+
+/**
+ * An MCP server the gateway calls (a "location" in the spec): Streamable HTTP at `url`, or a stdio
+ * process from `command`. Headers are secrets: redacted, never logged.
+ */
+export const ToolServerConfig = Schema.Struct({
+  url: optionalExact(Schema.String.pipe(Schema.pattern(/^https?:\/\//, { message: () => "must be an http:// or https:// URL" }))),
+  headers: optionalExact(Schema.Record({ key: Schema.String, value: Schema.Redacted(Schema.String) })),
+  command: optionalExact(Schema.Array(Schema.String).pipe(Schema.minItems(1))),
+  /** environment of a stdio process, besides PATH and HOME */
+  env: optionalExact(Schema.Record({ key: Schema.String, value: Schema.Redacted(Schema.String) })),
+  /** one process per app, started in the app directory `<dataDir>/apps/<app>/` (stdio only) */
+  perApp: Schema.optionalWith(Schema.Boolean, { exact: true, default: () => false }),
+  /** per tool call */
+  timeoutMs: Schema.optionalWith(PositiveInt, { exact: true, default: () => DEFAULT_TOOL_TIMEOUT_MS }),
+  /** how long a request waits for the server's tool list before it is answered 503 not_ready */
+  readyTimeoutMs: Schema.optionalWith(PositiveInt, { exact: true, default: () => 10_000 })
+})
+export type ToolServerConfig = typeof ToolServerConfig.Type
 
 export const SkillConfig = Schema.Struct({
   model: Schema.String,
@@ -137,7 +168,13 @@ export const AppConfig = Schema.Struct({
   endpoints: optionalExact(Schema.Struct({ files: optionalExact(Schema.Boolean) })),
   sessions: optionalExact(Schema.Struct({ maxAgeDays: optionalExact(NonNegativeInt) })),
   /** rate limits, concurrency and budgets of the app as a whole (every replica together) */
-  limits: optionalExact(TrafficLimits)
+  limits: optionalExact(TrafficLimits),
+  /** tools the gateway runs for the app: `<server>/<tool>` of `toolServers`, globs allowed */
+  hostTools: optionalExact(Schema.Array(HostToolPattern)),
+  /** model calls one request may make in the host tool loop */
+  maxHostToolRounds: Schema.optionalWith(PositiveInt, { exact: true, default: () => DEFAULT_MAX_HOST_TOOL_ROUNDS }),
+  /** a host tool result longer than this (UTF-8 bytes) is cut, with a note saying so */
+  maxHostToolResultBytes: Schema.optionalWith(PositiveInt, { exact: true, default: () => DEFAULT_MAX_HOST_TOOL_RESULT_BYTES })
 })
 export type AppConfig = typeof AppConfig.Type
 
@@ -183,6 +220,8 @@ export const GatewayConfig = Schema.Struct({
   apps: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AppConfig }), { exact: true, default: () => ({}) }),
   /** served as model id `agent/<name>` */
   agents: Schema.optionalWith(Schema.Record({ key: Schema.String, value: AgentConfig }), { exact: true, default: () => ({}) }),
+  /** MCP servers whose tools apps run as host tools (the spec's "locations") */
+  toolServers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: ToolServerConfig }), { exact: true, default: () => ({}) }),
   /** served as model id `skill/<name>` */
   skills: Schema.optionalWith(Schema.Record({ key: Schema.String, value: SkillConfig }), { exact: true, default: () => ({}) }),
   limits: Schema.optionalWith(
@@ -330,6 +369,29 @@ const crossCheck = (config: GatewayConfig): Array<string> => {
   })
   for (const name of Object.keys(config.limits.apps)) {
     if (!config.keys.some((k) => k.app === name)) problems.push(`limits.apps.${name}: no key belongs to app ${name}`)
+  }
+  for (const [name, server] of Object.entries(config.toolServers)) {
+    const where = `toolServers.${name}`
+    if (!/^[A-Za-z0-9_-]+$/.test(name)) problems.push(`${where}: a tool server name is letters, digits, _ and -`)
+    else if (name.includes("__")) problems.push(`${where}: a tool server name cannot contain __ (it separates server and tool in the names the model sees)`)
+    if ((server.url === undefined) === (server.command === undefined)) problems.push(`${where}: give url (Streamable HTTP) or command (stdio), one of them`)
+    if (server.url !== undefined && server.perApp) problems.push(`${where}.perApp: only a stdio server (command) runs per app`)
+    if (server.url !== undefined && server.env !== undefined) problems.push(`${where}.env: only a stdio server (command) takes env`)
+    if (server.command !== undefined && server.headers !== undefined) problems.push(`${where}.headers: only an HTTP server (url) takes headers`)
+  }
+  const serverOk = (pattern: string) => {
+    const server = pattern.slice(0, pattern.indexOf("/"))
+    return Object.keys(config.toolServers).some((name) => globMatch(server, name))
+  }
+  for (const [app, settings] of Object.entries(config.apps)) {
+    settings.hostTools?.forEach((pattern, i) => {
+      if (!serverOk(pattern)) problems.push(`apps.${app}.hostTools.${i}: ${JSON.stringify(pattern)} names no configured tool server`)
+    })
+  }
+  for (const [agent, settings] of Object.entries(config.agents)) {
+    settings.hostTools?.forEach((pattern, i) => {
+      if (!serverOk(pattern)) problems.push(`agents.${agent}.hostTools.${i}: ${JSON.stringify(pattern)} names no configured tool server`)
+    })
   }
   if (config.database.url !== undefined && !/^postgres(ql)?:\/\//.test(Redacted.value(config.database.url))) {
     problems.push("database.url: must be a postgres:// or postgresql:// URL")

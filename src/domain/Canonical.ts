@@ -193,6 +193,8 @@ export type ModelEvent =
   | { readonly _tag: "ToolCall"; readonly call: ToolCall }
   | { readonly _tag: "Usage"; readonly usage: Usage }
   | { readonly _tag: "Finish"; readonly reason: FinishReason }
+  /** nothing to show yet (the gateway runs host tools): the stream keeps its connection alive */
+  | { readonly _tag: "KeepAlive" }
 
 export const ModelEvent = {
   text: (text: string): ModelEvent => ({ _tag: "TextDelta", text }),
@@ -202,7 +204,8 @@ export const ModelEvent = {
   redacted: (data: string): ModelEvent => ({ _tag: "RedactedReasoning", data }),
   toolCall: (call: ToolCall): ModelEvent => ({ _tag: "ToolCall", call }),
   usage: (usage: Usage): ModelEvent => ({ _tag: "Usage", usage }),
-  finish: (reason: FinishReason): ModelEvent => ({ _tag: "Finish", reason })
+  finish: (reason: FinishReason): ModelEvent => ({ _tag: "Finish", reason }),
+  keepAlive: { _tag: "KeepAlive" } as ModelEvent
 } as const
 
 /** A whole answer: the fold of a model event stream. */
@@ -246,6 +249,8 @@ export const foldEvent = (answer: Answer, event: ModelEvent): Answer => {
       return { ...answer, usage: event.usage }
     case "Finish":
       return { ...answer, finishReason: event.reason }
+    case "KeepAlive":
+      return answer
   }
 }
 

@@ -6,6 +6,7 @@ import { resolveStructured } from "../domain/Structured.js"
 import { Reply, type RequestContext } from "../http/Route.js"
 import { encodedPull, pulledBytes, streamResponse, utf8 } from "../http/Writer.js"
 import type { ModelRunner, RunOptions, StartedRun } from "../services/runner/ModelRunner.js"
+import type { HostToolLoop, LoopFacts } from "../services/tools/Loop.js"
 import { holdStructured } from "./HeldBack.js"
 import { targetName } from "../providers/Provider.js"
 
@@ -89,11 +90,17 @@ export interface AnswerSpec {
 
 const sumUsage = (usages: ReadonlyArray<Usage>): Usage => (usages.length === 1 ? usages[0] : usages.reduce(addUsage, emptyUsage))
 
-/** Write the answer `spec` describes: whole when its request does not stream, else as events come. */
-export const writeAnswer = (runner: ModelRunner["Type"], spec: AnswerSpec): Effect.Effect<Reply, GatewayError, Scope.Scope> =>
-  spec.run.request.stream ? streamed(runner, spec) : whole(runner, spec)
+/**
+ * Write the answer `spec` describes: whole when its request does not stream, else as events come.
+ * The app's host tools are offered first (the loop runs them); a whole answer says how many ran.
+ */
+export const writeAnswer = (loop: HostToolLoop["Type"], spec: AnswerSpec): Effect.Effect<Reply, GatewayError, Scope.Scope> =>
+  Effect.flatMap(loop.prepare(spec.run), (prepared) => {
+    const ready = prepared.run === spec.run ? spec : { ...spec, run: prepared.run }
+    return ready.run.request.stream ? streamed(prepared.runner, ready) : whole(prepared.runner, ready, prepared.facts)
+  })
 
-const whole = (runner: ModelRunner["Type"], spec: AnswerSpec) => {
+const whole = (runner: ModelRunner["Type"], spec: AnswerSpec, facts?: LoopFacts) => {
   const n = spec.n ?? 1
   const complete = runner.complete(spec.run)
   const structured = spec.run.request.structured
@@ -115,6 +122,7 @@ const whole = (runner: ModelRunner["Type"], spec: AnswerSpec) => {
     }
     const headers = answerHeaders(spec, runs)
     if (fallback) headers["x-gateway-structured-fallback"] = "text"
+    if (facts !== undefined) headers["x-gateway-host-tool-calls"] = String(facts.hostCalls)
     return Effect.map(spec.whole(answers, sumUsage(answers.map((a) => a.usage))), (body) => Reply.json(body, { headers }))
   })
 }

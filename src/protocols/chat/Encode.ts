@@ -116,6 +116,8 @@ export const encodeChatEvent = (meta: ChatMeta, index: number, state: ChoiceStat
       state.started = true
       return head + chunk(meta, index, state, {}, finishName[event.reason])
     }
+    case "KeepAlive":
+      return sseComment()
   }
 }
 
@@ -128,6 +130,7 @@ export const encodeTextEvent = (meta: ChatMeta, index: number, event: ModelEvent
     sseFrame(JSON.stringify({ id: meta.id, object: "text_completion", created: meta.created, model: meta.model, choices: [{ index, text, logprobs: null, finish_reason: finish }] }))
   if (event._tag === "TextDelta") return frame(event.text, null)
   if (event._tag === "Finish") return frame("", finishName[event.reason])
+  if (event._tag === "KeepAlive") return sseComment()
   return ""
 }
 

@@ -4,7 +4,7 @@ import { Ids } from "../../domain/Ids.js"
 import { withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { Catalog } from "../../services/routing/Catalog.js"
-import { ModelRunner } from "../../services/runner/ModelRunner.js"
+import { HostToolLoop } from "../../services/tools/Loop.js"
 import { decodeBody } from "../Decode.js"
 import { messagesModelPage } from "../messages/Models.js"
 import { writeAnswer, type RunFacts } from "../Answer.js"
@@ -27,7 +27,7 @@ const answerHeaders = (runs: ReadonlyArray<RunFacts>): Record<string, string> =>
 const makeHandler = (legacy: boolean) =>
   Effect.gen(function* () {
     const config = yield* Settings
-    const runner = yield* ModelRunner
+    const runner = yield* HostToolLoop
     const resolveFiles = yield* makeFileResolver
     return (ctx: RequestContext) =>
       Effect.gen(function* () {

@@ -129,6 +129,8 @@ export const makeCandidateEncoder = (meta: GeminiMeta, index: number) => {
         case "Finish":
           finish = event.reason
           return []
+        case "KeepAlive":
+          return [{ _tag: "KeepAlive" }]
       }
     },
     end: (): StreamItem => chunk([signed({ text: "" })], finish, meta.multi ? undefined : usage),

@@ -5,7 +5,8 @@ import { withRespondTool } from "../../domain/Structured.js"
 import { estimateTokens, geminiCalibration } from "../../domain/TokenEstimate.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { Catalog, type ModelEntry } from "../../services/routing/Catalog.js"
-import { ModelRunner, type RunOptions } from "../../services/runner/ModelRunner.js"
+import type { RunOptions } from "../../services/runner/ModelRunner.js"
+import { HostToolLoop } from "../../services/tools/Loop.js"
 import { decodeAt } from "../Decode.js"
 import { writeAnswer, type RunFacts } from "../Answer.js"
 import { makeFileResolver } from "../FileParts.js"
@@ -45,7 +46,7 @@ const modelEntry = (entry: ModelEntry): Record<string, unknown> => ({
 const candidateEvents = (decoded: DecodedGemini): ((event: ModelEvent) => ReadonlyArray<ModelEvent>) => makeStopFilter(decoded.stopSequences).event
 
 export const geminiRoutes = Effect.gen(function* () {
-  const runner = yield* ModelRunner
+  const runner = yield* HostToolLoop
   const catalog = yield* Catalog
   const remoteParts = yield* makeRemoteParts
   const resolveFiles = yield* makeFileResolver

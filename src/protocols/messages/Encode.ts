@@ -164,6 +164,8 @@ export const makeMessageEncoder = (meta: MessageMeta): MessageEncoder => {
         case "Finish":
           finish = event.reason
           return ""
+        case "KeepAlive":
+          return sseComment()
       }
     },
     end: (stopSequence) => {

@@ -5,7 +5,7 @@ import { withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { estimateTokens, messagesCalibration } from "../../domain/TokenEstimate.js"
 import { Catalog } from "../../services/routing/Catalog.js"
-import { ModelRunner } from "../../services/runner/ModelRunner.js"
+import { HostToolLoop } from "../../services/tools/Loop.js"
 import { decodeBody } from "../Decode.js"
 import { writeAnswer, type RunFacts } from "../Answer.js"
 import { makeStopFilter } from "../StopSequences.js"
@@ -48,7 +48,7 @@ const runHeaders = (decoded: DecodedMessages, run: RunFacts): Record<string, str
 
 export const messagesRoutes = Effect.gen(function* () {
   const config = yield* Settings
-  const runner = yield* ModelRunner
+  const runner = yield* HostToolLoop
   const catalog = yield* Catalog
   const resolveFiles = yield* makeFileResolver
 

@@ -148,6 +148,8 @@ export const makeEncoder = (options: EncoderOptions): Encoder => {
       case "Finish":
         finish = e.reason
         return ""
+      case "KeepAlive":
+        return sseComment()
     }
   }
 

@@ -5,7 +5,7 @@ import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { respondToolName, withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { ItemMemory } from "../../services/responses/ItemMemory.js"
-import { ModelRunner } from "../../services/runner/ModelRunner.js"
+import { HostToolLoop } from "../../services/tools/Loop.js"
 import { ResponseStore } from "../../services/responses/ResponseStore.js"
 import { decodeBody } from "../Decode.js"
 import { writeAnswer } from "../Answer.js"
@@ -59,7 +59,7 @@ const structuredOf = (wire: ResponsesRequest, plan: ToolPlan, toolChoice: Canoni
 
 export const responsesRoutes = Effect.gen(function* () {
   const config = yield* Settings
-  const runner = yield* ModelRunner
+  const runner = yield* HostToolLoop
   const store = yield* ResponseStore
   const memory = yield* ItemMemory
 

@@ -1,5 +1,5 @@
 import { Either } from "effect"
-import { createHash } from "node:crypto"
+import { flattenName } from "../../domain/ToolNames.js"
 import type { JsonSchema, ToolChoice, ToolDefinition } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { decodeAt } from "../Decode.js"
@@ -34,15 +34,7 @@ const hostedTypes = ["web_search", "web_search_preview", "file_search", "code_in
 /** Hosted types, dated variants included (`web_search_preview_2025_03_11`). */
 export const isHosted = (type: string) => hostedTypes.some((h) => type === h || type.startsWith(`${h}_20`))
 
-const maxNameLength = 64
-
-/** `<namespace>__<name>`, shortened past 64 characters to 55 + `_` + 8 hex of a hash of both. */
-export const flattenName = (namespace: string, name: string): string => {
-  const flat = `${namespace}__${name}`
-  if (flat.length <= maxNameLength) return flat
-  const hash = createHash("sha256").update(namespace).update("\u0000").update(name).digest("hex").slice(0, 8)
-  return `${flat.slice(0, 55)}_${hash}`
-}
+export { flattenName }
 
 const customParameters = (tool: typeof CustomTool.Type): JsonSchema => {
   const format = tool.format

@@ -63,12 +63,31 @@ export interface ModelCallOutcome {
   readonly costUsd?: number | null
 }
 
+/** One host tool call: the app, the server and tool, and how it ended (`ok`, `error`, `timeout`, `failed`). */
+export interface HostToolCallOutcome {
+  readonly app: string
+  readonly server: string
+  readonly tool: string
+  readonly outcome: string
+  readonly latencyMs: number
+}
+
+/** A tool server connection as the metrics show it. */
+export interface ToolServerGauge {
+  readonly server: string
+  readonly app?: string
+  readonly state: string
+  readonly tools: number
+}
+
 export interface Gauges {
   readonly modelRequestsInFlight: number
   readonly bodyBytesInFlight: number
   readonly requestsInFlight: number
   /** each target called on this replica (a provider's model, or one key of it by index) */
   readonly targets?: ReadonlyArray<TargetHealth>
+  /** each tool server connection of this replica */
+  readonly toolServers?: ReadonlyArray<ToolServerGauge>
 }
 
 const makeMetrics = () => {
@@ -80,6 +99,8 @@ const makeMetrics = () => {
   const ttftSeconds = new Family(newHistogram)
   const upstreamErrors = new Family(() => 0)
   const cost = new Family(() => 0)
+  const hostToolCalls = new Family(() => 0)
+  const hostToolSeconds = new Family(newHistogram)
   // per provider, calls and failures in one-second buckets over the window: constant work per call
   const buckets = RECENT_MS / 1000
   const recent = new Map<string, { readonly second: Array<number>; readonly calls: Array<number>; readonly failures: Array<number> }>()
@@ -118,6 +139,16 @@ const makeMetrics = () => {
       if (failed && o.provider !== "") upstreamErrors.at({ provider: o.provider, kind: o.status }).value++
       if (o.provider !== "") remember(o.provider, failed)
       if (o.costUsd !== undefined && o.costUsd !== null && o.costUsd > 0 && o.app !== undefined) cost.at({ app: o.app, model: o.model }).value += o.costUsd
+    },
+    hostToolCall: (o: HostToolCallOutcome) => {
+      hostToolCalls.at({ app: o.app, server: o.server, tool: o.tool, outcome: o.outcome }).value++
+      observe(hostToolSeconds.at({ server: o.server, tool: o.tool }).value, o.latencyMs / 1000)
+    },
+    /** host tool calls so far on this replica, by app */
+    hostToolCallsOf: (app: string): number => {
+      let n = 0
+      for (const s of hostToolCalls.series.values()) if (s.labels.app === app) n += s.value
+      return n
     },
     /** recent calls and failures per provider (last five minutes) */
     recentProviders: () => {
@@ -169,6 +200,13 @@ const makeMetrics = () => {
         "Usage records not written, by reason: buffer_full (the database was not answering and the buffer was full) or refused (the database would not store the record).",
         usageDropped
       )
+      counter("gateway_host_tool_calls_total", "Host tool calls the gateway ran, by app, tool server, tool and outcome (ok, error, timeout, failed).", hostToolCalls)
+      histogram("gateway_host_tool_call_duration_seconds", "Duration of host tool calls, by tool server and tool.", hostToolSeconds)
+      const servers = gauges.toolServers ?? []
+      out.push("# HELP gateway_tool_server_ready Each tool server connection of this replica: 1 when it has its tool list, 0 otherwise.", "# TYPE gateway_tool_server_ready gauge")
+      for (const s of servers) out.push(`gateway_tool_server_ready${labelText({ server: s.server, ...(s.app !== undefined ? { app: s.app } : {}) })} ${s.state === "ready" ? 1 : 0}`)
+      out.push("# HELP gateway_tool_server_tools Tools each tool server connection lists.", "# TYPE gateway_tool_server_tools gauge")
+      for (const s of servers) out.push(`gateway_tool_server_tools${labelText({ server: s.server, ...(s.app !== undefined ? { app: s.app } : {}) })} ${s.tools}`)
       gauge("gateway_requests_in_flight", "HTTP requests being handled.", gauges.requestsInFlight)
       gauge("gateway_model_requests_in_flight", "Model calls holding a concurrency slot.", gauges.modelRequestsInFlight)
       gauge("gateway_body_bytes_in_flight", "Request body bytes being read.", gauges.bodyBytesInFlight)
