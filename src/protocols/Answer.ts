@@ -6,7 +6,7 @@ import { resolveStructured } from "../domain/Structured.js"
 import { Reply, type RequestContext } from "../http/Route.js"
 import { encodedPull, pulledBytes, streamResponse, utf8 } from "../http/Writer.js"
 import type { ModelRunner, RunOptions, StartedRun } from "../services/runner/ModelRunner.js"
-import type { HostToolLoop, LoopFacts } from "../services/tools/Loop.js"
+import type { HostToolLoop, LoopFacts, Refinish } from "../services/tools/Loop.js"
 import { holdStructured } from "./HeldBack.js"
 import { targetName } from "../providers/Provider.js"
 
@@ -86,6 +86,8 @@ export interface AnswerSpec {
   readonly whole: (answers: ReadonlyArray<Answer>, usage: Usage) => Effect.Effect<unknown, GatewayError>
   /** the stream encoder (built only for a streamed answer) */
   readonly stream: () => StreamEncoder
+  /** how the request is finished once host tools are added (Messages: its caching rules) */
+  readonly refinish?: Refinish
 }
 
 const sumUsage = (usages: ReadonlyArray<Usage>): Usage => (usages.length === 1 ? usages[0] : usages.reduce(addUsage, emptyUsage))
@@ -95,7 +97,7 @@ const sumUsage = (usages: ReadonlyArray<Usage>): Usage => (usages.length === 1 ?
  * The app's host tools are offered first (the loop runs them); a whole answer says how many ran.
  */
 export const writeAnswer = (loop: HostToolLoop["Type"], spec: AnswerSpec): Effect.Effect<Reply, GatewayError, Scope.Scope> =>
-  Effect.flatMap(loop.prepare(spec.run), (prepared) => {
+  Effect.flatMap(loop.prepare(spec.run, spec.refinish), (prepared) => {
     const ready = prepared.run === spec.run ? spec : { ...spec, run: prepared.run }
     return ready.run.request.stream ? streamed(prepared.runner, ready) : whole(prepared.runner, ready, prepared.facts)
   })

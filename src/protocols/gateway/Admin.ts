@@ -147,7 +147,10 @@ export const adminRoutes = Effect.gen(function* () {
       if (keys.configApps.has(app)) return yield* conflict("app_has_config_key", `app: ${app} has a key in the config; give it config keys only`, "app")
       const expiresAt = (yield* expiryField(body.expiresAt)) ?? undefined
       const limits = mergeLimits(undefined, yield* limitsField(body.limits, "limits", decodeRateLimits), yield* limitsField(body.budgets, "budgets", decodeBudgets))
-      // host tools are not built: no app runs them, so `app_has_host_tools` cannot occur yet
+      // an app that runs host tools is reached through its config keys only (spec 5.5)
+      if ((config.apps[app]?.hostTools?.length ?? 0) > 0) {
+        return yield* conflict("app_has_host_tools", `app: ${app} runs host tools; give it config keys only`, "app")
+      }
       const known = keys.apps().includes(app)
       if (!known) {
         // every app must be able to read one largest body at once

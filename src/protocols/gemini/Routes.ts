@@ -127,7 +127,9 @@ export const geminiRoutes = Effect.gen(function* () {
       const decoded = inner !== undefined && inner !== null ? yield* decode(inner, ctx, false) : yield* decode(body, ctx, false)
       // the model must exist and be allowed for this app, as for a real request
       yield* catalog.resolve(model, ctx.app)
-      const request = withRespondTool({ ...decoded.request, system: catalog.system(model, ctx.app, decoded.request.system) })
+      // the app's host tools count as offered (with a request's side effects: app directory, servers, not_ready)
+      const hosted = yield* runner.counted(ctx.app.name, model, decoded.request)
+      const request = withRespondTool({ ...hosted, system: catalog.system(model, ctx.app, hosted.system) })
       const offered = request.toolChoice.type === "none" ? { ...request, tools: [] } : request
       return Reply.json({ totalTokens: estimateTokens(offered, geminiCalibration) })
     })

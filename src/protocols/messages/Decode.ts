@@ -74,6 +74,8 @@ const mediaPart = (block: MediaBlock, at: string, files: ResolvedFiles): Result<
 
 export interface DecodedMessages {
   readonly request: CanonicalRequest
+  /** the request before the caching rules: host tools are added to it, then the rules applied */
+  readonly uncached: CanonicalRequest
   /** the request asked for thinking (enabled or adaptive) */
   readonly thinking: boolean
   /** the reasoning level asked for: `output_config.effort`, else from the thinking budget */
@@ -245,5 +247,5 @@ export const decodeMessages = (
     parallelToolCalls: wire.tool_choice?.disable_parallel_tool_use !== true,
     stream: options.stream
   }
-  return Either.right({ request: applyCaching(request), thinking, ...(level !== undefined ? { level } : {}), stopSequences: wire.stop_sequences ?? [] })
+  return Either.right({ request: applyCaching(request), uncached: request, thinking, ...(level !== undefined ? { level } : {}), stopSequences: wire.stop_sequences ?? [] })
 }

@@ -10,6 +10,7 @@ import { decodeBody } from "../Decode.js"
 import { writeAnswer, type RunFacts } from "../Answer.js"
 import { makeStopFilter } from "../StopSequences.js"
 import { makeFileResolver } from "../FileParts.js"
+import { applyCaching } from "./Caching.js"
 import { decodeMessages, messagesFileRefs, type DecodedMessages } from "./Decode.js"
 import { errorEvent, makeMessageEncoder, messageBody, newMessageId } from "./Encode.js"
 import { makePlaceholderRewriter } from "./Placeholders.js"
@@ -62,6 +63,11 @@ export const messagesRoutes = Effect.gen(function* () {
       const metadataUser = typeof wire.metadata === "object" && wire.metadata !== null && "user_id" in wire.metadata ? wire.metadata.user_id : undefined
       const conversation = typeof metadataUser === "string" && metadataUser !== "" ? { conversation: metadataUser } : {}
       const request = withRespondTool(betas.length === 0 ? { ...decoded.request, ...conversation } : { ...decoded.request, ...conversation, betas })
+      // with host tools: added before the caching rules run, which then count them as tools that reach the model
+      const refinish = {
+        base: betas.length === 0 ? { ...decoded.uncached, ...conversation } : { ...decoded.uncached, ...conversation, betas },
+        finish: (hosted: CanonicalRequest) => withRespondTool(applyCaching(hosted))
+      }
       const runOptions = {
         caller: callerOf(ctx, typeof metadataUser === "string" ? metadataUser : undefined, wire.model),
         model: wire.model,
@@ -85,6 +91,7 @@ export const messagesRoutes = Effect.gen(function* () {
       return yield* writeAnswer(runner, {
         ctx,
         run: runOptions,
+        refinish,
         filter: () => filter,
         headers: (runs) => runHeaders(decoded, runs[0]),
         whole: (answers) => Effect.succeed(messageBody(meta, answers[0], stops.matched())),
@@ -111,7 +118,9 @@ export const messagesRoutes = Effect.gen(function* () {
       const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream: false, files }), { onLeft: Effect.fail, onRight: Effect.succeed })
       // the model must exist and be allowed for this app, as for a real request
       yield* catalog.resolve(wire.model, ctx.app)
-      const request = withRespondTool({ ...decoded.request, system: catalog.system(wire.model, ctx.app, decoded.request.system) })
+      // the app's host tools count as offered (with a request's side effects: app directory, servers, not_ready)
+      const hosted = yield* runner.counted(ctx.app.name, wire.model, decoded.request)
+      const request = withRespondTool({ ...hosted, system: catalog.system(wire.model, ctx.app, hosted.system) })
       const offered = request.toolChoice.type === "none" ? { ...request, tools: [] } : request
       return Reply.json({ input_tokens: estimateTokens(offered, messagesCalibration) })
     })

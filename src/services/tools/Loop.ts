@@ -46,6 +46,17 @@ export interface Prepared {
   readonly facts?: LoopFacts
 }
 
+/**
+ * For a protocol whose request is finished after its tools are known (Messages: the caching rules
+ * place a breakpoint on the last tool and give 1h TTLs only when no tools reach the model): the
+ * request before that step, and the step. With host tools offered, they are added to `base` and
+ * `finish` is applied to the result; without, the run's request is used as it is.
+ */
+export interface Refinish {
+  readonly base: CanonicalRequest
+  readonly finish: (request: CanonicalRequest) => CanonicalRequest
+}
+
 /** How often a stream waiting on host tools sends a keep-alive. */
 export const KEEP_ALIVE_MS = 5_000
 
@@ -84,7 +95,9 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
      * The request with the app's host tools offered beside the caller's (checked for clashes), and
      * the runner that runs it: the loop when host tools are offered, else the plain runner.
      */
-    readonly prepare: (run: RunOptions) => Effect.Effect<Prepared, GatewayError>
+    readonly prepare: (run: RunOptions, refinish?: Refinish) => Effect.Effect<Prepared, GatewayError>
+    /** A request as a count sees it: with the host tools this app's request to this model would be offered. */
+    readonly counted: (app: string, model: string, request: CanonicalRequest) => Effect.Effect<CanonicalRequest, GatewayError>
   }
 >() {
   static readonly layer = Layer.effect(
@@ -257,19 +270,23 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
         return ModelRunner.of({ start, complete })
       }
 
-      const prepare = (run: RunOptions): Effect.Effect<Prepared, GatewayError> =>
+      const prepare = (run: RunOptions, refinish?: Refinish): Effect.Effect<Prepared, GatewayError> =>
         hostTools.appHasHostTools(run.app.name)
-          ? Effect.flatMap(hostTools.offer(run.app.name, run.model, run.request), (offer) =>
-              Effect.map(hostTools.apply(run.request, offer), (request): Prepared => {
-                const applied = request === run.request ? run : { ...run, request }
-                if (offer === undefined) return { run: applied, runner: base }
+          ? Effect.flatMap(hostTools.offer(run.app.name, run.model, run.request), (offer) => {
+              const from = offer !== undefined && refinish !== undefined ? refinish.base : run.request
+              return Effect.map(hostTools.apply(from, offer), (request): Prepared => {
+                if (offer === undefined) return { run: request === run.request ? run : { ...run, request }, runner: base }
+                const applied = { ...run, request: refinish !== undefined ? refinish.finish(request) : request }
                 const facts: LoopFacts = { hostCalls: 0, sessions: [] }
                 return { run: applied, runner: loopRunner(offer, facts), facts }
               })
-            )
+            })
           : Effect.succeed({ run, runner: base })
 
-      return HostToolLoop.of({ prepare })
+      const counted = (app: string, model: string, request: CanonicalRequest) =>
+        hostTools.appHasHostTools(app) ? Effect.flatMap(hostTools.offer(app, model, request), (offer) => hostTools.apply(request, offer)) : Effect.succeed(request)
+
+      return HostToolLoop.of({ prepare, counted })
     })
   )
 }
