@@ -37,6 +37,8 @@ const signal = () => {
 
 const RETRY_MIN_MS = 500
 const RETRY_MAX_MS = 30_000
+/** a request may bring a reconnect forward, at most this often */
+const EARLY_RETRY_MS = 1_000
 
 /** The client's name in `initialize`: the gateway, never the calling app or user. */
 const clientInfo = { name: "llm-gateway", version: "0.1.0" }
@@ -66,6 +68,7 @@ export class Connection {
   private retryMs = RETRY_MIN_MS
   private retryTimer: NodeJS.Timeout | undefined
   private closed = false
+  private lastAttempt = 0
   /** bumps on every (re)connect: a late event of an old client is ignored */
   private generation = 0
 
@@ -109,6 +112,7 @@ export class Connection {
   /** Connect (or reconnect) and list the tools. */
   start(): void {
     if (this.closed) return
+    this.lastAttempt = Date.now()
     const generation = ++this.generation
     const current = () => generation === this.generation && !this.closed
     const client = new Client(clientInfo, {
@@ -182,7 +186,8 @@ export class Connection {
    */
   async ready(waitMs: number): Promise<ReadonlyArray<ServerTool> | undefined> {
     if (this.state._tag === "Ready") return this.state.tools
-    if (this.state._tag === "Down" && this.retryTimer !== undefined) {
+    // at most one early attempt a second: a client hammering a broken server starts no process storm
+    if (this.state._tag === "Down" && this.retryTimer !== undefined && Date.now() - this.lastAttempt >= EARLY_RETRY_MS) {
       clearTimeout(this.retryTimer)
       this.retryTimer = undefined
       this.setState({ _tag: "Connecting" })
