@@ -65,7 +65,7 @@ export const messagesRoutes = Effect.gen(function* () {
       const request = withRespondTool(betas.length === 0 ? { ...decoded.request, ...conversation } : { ...decoded.request, ...conversation, betas })
       // with host tools: added before the caching rules run, which then count them as tools that reach the model
       const refinish = {
-        base: betas.length === 0 ? { ...decoded.uncached, ...conversation } : { ...decoded.uncached, ...conversation, betas },
+        base: () => (betas.length === 0 ? { ...decoded.uncached, ...conversation } : { ...decoded.uncached, ...conversation, betas }),
         finish: (hosted: CanonicalRequest) => withRespondTool(applyCaching(hosted))
       }
       const runOptions = {

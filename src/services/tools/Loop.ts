@@ -53,7 +53,8 @@ export interface Prepared {
  * `finish` is applied to the result; without, the run's request is used as it is.
  */
 export interface Refinish {
-  readonly base: CanonicalRequest
+  /** built only when host tools are offered */
+  readonly base: () => CanonicalRequest
   readonly finish: (request: CanonicalRequest) => CanonicalRequest
 }
 
@@ -273,7 +274,7 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
       const prepare = (run: RunOptions, refinish?: Refinish): Effect.Effect<Prepared, GatewayError> =>
         hostTools.appHasHostTools(run.app.name)
           ? Effect.flatMap(hostTools.offer(run.app.name, run.model, run.request), (offer) => {
-              const from = offer !== undefined && refinish !== undefined ? refinish.base : run.request
+              const from = offer !== undefined && refinish !== undefined ? refinish.base() : run.request
               return Effect.map(hostTools.apply(from, offer), (request): Prepared => {
                 if (offer === undefined) return { run: request === run.request ? run : { ...run, request }, runner: base }
                 const applied = { ...run, request: refinish !== undefined ? refinish.finish(request) : request }
