@@ -126,7 +126,9 @@ describe("decodeConfig: a full config", () => {
       reasoningOutput: false,
       allowedModels: ["openai/*", "fast"],
       endpoints: { files: true },
-      sessions: { maxAgeDays: 30 }
+      sessions: { maxAgeDays: 30 },
+      maxHostToolRounds: 8,
+      maxHostToolResultBytes: 262144
     })
     expect(config.limits).toEqual({
       maxBodyBytes: 33554432,
@@ -165,6 +167,7 @@ describe("decodeConfig: a full config", () => {
       reasoningOutput: false,
       remoteFiles: { enabled: true, allowPrivateNetworks: false, maxBytes: 33554432, timeoutMs: 10000 },
       agents: {},
+      toolServers: {},
       skills: {},
       accessLog: true
     }
@@ -663,5 +666,59 @@ describe("defaultConfigDocument", () => {
   it("mock/echo is served under the default alias", () => {
     const config = ok(decodeConfig(defaultConfigDocument({}), {}))
     expect(config.aliases.default).toBe("mock/echo")
+  })
+})
+
+describe("decodeConfig: tool servers and host tools", () => {
+  it("the issue's example decodes with every default, headers Redacted", () => {
+    const config = ok(
+      decodeConfig(
+        {
+          toolServers: {
+            search: { url: "http://127.0.0.1:7000/mcp", headers: { authorization: "env:SEARCH_TOKEN" }, timeoutMs: 30000 },
+            files: { command: ["npx", "@modelcontextprotocol/server-filesystem", "."], perApp: true }
+          },
+          apps: { "team-a": { hostTools: ["search/*", "files/read_text_file", "files/list_directory"], maxHostToolRounds: 8 } },
+          agents: { reviewer: { model: "mock/echo", prompt: "You review code.", hostTools: ["files/*"] } },
+          providers: { mock: { type: "mock" } }
+        },
+        { SEARCH_TOKEN: "tok-secret-123" }
+      )
+    )
+    expect(config.toolServers.search.timeoutMs).toBe(30000)
+    expect(config.toolServers.search.readyTimeoutMs).toBe(10000)
+    expect(config.toolServers.search.perApp).toBe(false)
+    expect(config.toolServers.files.perApp).toBe(true)
+    expect(config.toolServers.files.timeoutMs).toBe(30000)
+    expect(Redacted.value(config.toolServers.search.headers!.authorization)).toBe("tok-secret-123")
+    expect(JSON.stringify(config)).not.toContain("tok-secret-123")
+    expect(config.apps["team-a"].maxHostToolResultBytes).toBe(262144)
+    expect(config.agents.reviewer.hostTools).toEqual(["files/*"])
+  })
+
+  it("each problem is named at its path", () => {
+    const problems = problemsOf(
+      decodeConfig({
+        toolServers: {
+          both: { url: "http://127.0.0.1:1/mcp", command: ["x"] },
+          neither: {},
+          "a__b": { url: "http://127.0.0.1:1/mcp" },
+          web: { url: "http://127.0.0.1:1/mcp", perApp: true }
+        },
+        apps: { a: { hostTools: ["nope/*"] } },
+        agents: { r: { model: "m", prompt: "p", hostTools: ["ghost/x"] } }
+      })
+    )
+    const schema = problemsOf(decodeConfig({ toolServers: { ftp: { url: "ftp://127.0.0.1/mcp" } }, apps: { a: { hostTools: ["x/y", "no-slash"], maxHostToolRounds: 0 } } }))
+    const text = [...problems, ...schema].join("\n")
+    expect(text).toContain("toolServers.both: give url (Streamable HTTP) or command (stdio), one of them")
+    expect(text).toContain("toolServers.neither: give url")
+    expect(text).toContain("toolServers.a__b: a tool server name cannot contain __")
+    expect(text).toContain("toolServers.web.perApp: only a stdio server")
+    expect(text).toContain("toolServers.ftp.url")
+    expect(text).toContain('apps.a.hostTools.0: "nope/*" names no configured tool server')
+    expect(text).toContain("apps.a.hostTools.1")
+    expect(text).toContain("apps.a.maxHostToolRounds")
+    expect(text).toContain('agents.r.hostTools.0: "ghost/x" names no configured tool server')
   })
 })
