@@ -78,7 +78,7 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const remoteFiles = RemoteFiles.layer.pipe(Layer.provide(settings))
   const replicas = Replicas.layer.pipe(Layer.provide(Layer.merge(database, base)))
   const toolServers = ToolServers.layer.pipe(Layer.provide(settings))
-  const hostTools = HostTools.layer.pipe(Layer.provide(Layer.mergeAll(base, toolServers)))
+  const hostTools = HostTools.layer.pipe(Layer.provide(Layer.mergeAll(base, toolServers, usage)))
   const loop = HostToolLoop.layer.pipe(Layer.provide(Layer.merge(runner, hostTools)))
   return Layer.mergeAll(
     base,

@@ -26,6 +26,7 @@ import keysExpiry from "./migrations/0015_keys_expiry.js"
 import usageRollups from "./migrations/0016_usage_rollups.js"
 import quota from "./migrations/0017_quota.js"
 import usageKeyIndex from "./migrations/0018_usage_key_index.js"
+import hostToolCalls from "./migrations/0019_host_tool_calls.js"
 import { DatabaseUnreachable, migrationClient, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { WalSync } from "./WalSync.js"
@@ -52,7 +53,8 @@ const migrations = Migrator.fromRecord({
   "0015_keys_expiry": keysExpiry,
   "0016_usage_rollups": usageRollups,
   "0017_quota": quota,
-  "0018_usage_key_index": usageKeyIndex
+  "0018_usage_key_index": usageKeyIndex,
+  "0019_host_tool_calls": hostToolCalls
 })
 
 /** Which backend holds the gateway's state. */

@@ -6,6 +6,7 @@ import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { globMatch, parseModelId } from "../../domain/ModelId.js"
 import { flattenName } from "../../domain/ToolNames.js"
 import { Metrics } from "../ops/Metrics.js"
+import { type HostCallRecord, UsageLog } from "../usage/Usage.js"
 import { ToolServers } from "./ToolServers.js"
 
 /**
@@ -160,6 +161,7 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
       const config = yield* Settings
       const servers = yield* ToolServers
       const metrics = yield* Metrics
+      const usage = yield* UsageLog
       const serverNames = Object.keys(config.toolServers)
 
       const appHasHostTools = (app: string) => (config.apps[app]?.hostTools?.length ?? 0) > 0
@@ -247,6 +249,12 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
         return Effect.succeed({ ...request, tools: [...request.tools, ...offer.tools.map((t) => t.definition)] })
       }
 
+      /** A call counted in `/gateway/metrics` and `/gateway/usage`. */
+      const count = (call: HostCallRecord & { readonly outcome: HostCallOutcome }) => {
+        metrics.hostToolCall(call)
+        usage.recordHostCall(call)
+      }
+
       const errorResult = (callId: string, name: string, text: string): ToolResultPart => ({ type: "tool_result", callId, name, content: [{ type: "text", text }], isError: true })
 
       const call = (offer: Offer, toolCall: ToolCall): Effect.Effect<ToolResultPart> =>
@@ -259,18 +267,18 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
             if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("not an object")
             args = parsed as Record<string, unknown>
           } catch {
-            metrics.hostToolCall({ app: offer.app, server: host.server, tool: host.tool, outcome: "error", latencyMs: 0 })
+            count({ app: offer.app, server: host.server, tool: host.tool, outcome: "error", latencyMs: 0 })
             return Effect.succeed(errorResult(toolCall.id, toolCall.name, "The arguments are not a JSON object; call the tool again with a JSON object of its parameters."))
           }
           const t0 = performance.now()
           return Effect.map(servers.call(host.server, offer.app, host.tool, args), (outcome): ToolResultPart => {
             const latencyMs = performance.now() - t0
             if (outcome._tag === "Failed") {
-              metrics.hostToolCall({ app: offer.app, server: host.server, tool: host.tool, outcome: outcome.timedOut ? "timeout" : "failed", latencyMs })
+              count({ app: offer.app, server: host.server, tool: host.tool, outcome: outcome.timedOut ? "timeout" : "failed", latencyMs })
               return errorResult(toolCall.id, toolCall.name, `The tool call failed: ${outcome.reason}.`)
             }
             const isError = outcome.result.isError === true
-            metrics.hostToolCall({ app: offer.app, server: host.server, tool: host.tool, outcome: isError ? "error" : "ok", latencyMs })
+            count({ app: offer.app, server: host.server, tool: host.tool, outcome: isError ? "error" : "ok", latencyMs })
             return {
               type: "tool_result",
               callId: toolCall.id,

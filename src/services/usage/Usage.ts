@@ -7,9 +7,11 @@ import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { Log } from "../ops/Log.js"
 import { Metrics } from "../ops/Metrics.js"
 import { longReads } from "../../sql/SqliteReader.js"
+import { type HostCallRecord, makeHostCallBuffer } from "./HostCalls.js"
 import { makeReport, noPercentiles, type UsageFilter, type UsageReport, zeroTotals } from "./UsageReport.js"
 
 export type { Percentiles, Totals, UsageFilter, UsageReport } from "./UsageReport.js"
+export type { HostCallRecord, HostToolUsage } from "./HostCalls.js"
 
 /**
  * Usage accounting (spec 2.6, ARCHITECTURE "Usage record"): one record per model call, of every
@@ -19,6 +21,7 @@ export type { Percentiles, Totals, UsageFilter, UsageReport } from "./UsageRepor
  * last second of records. While the database does not answer the records stay buffered (up to
  * `maxPending`; past it new records are dropped and counted in `/gateway/metrics`) and are written
  * when it answers again. Every replica writes its own; reports aggregate in SQL (UsageReport.ts).
+ * Host tool calls are summed beside them and written by the same flush (HostCalls.ts).
  */
 
 export interface UsageRecord {
@@ -147,6 +150,8 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
     readonly enabled: boolean
     /** append a record (never waits, never fails; dropped and counted past the buffer's bound) */
     readonly record: (record: UsageRecord) => void
+    /** count a host tool call (never waits, never fails): in the report's `hostTools` */
+    readonly recordHostCall: (call: HostCallRecord) => void
     /** write what is pending now (what the database refuses stays pending) */
     readonly flush: Effect.Effect<void>
     /** records not yet written */
@@ -235,7 +240,8 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
               })
             )
       )
-      const flush = lock.withPermits(1)(drain)
+      const hostCalls = makeHostCallBuffer(sql, log, refusedForItsValues)
+      const flush = lock.withPermits(1)(Effect.zipRight(drain, hostCalls.drain))
 
       if (enabled) {
         yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced(FLUSH_EVERY)))
@@ -244,6 +250,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
             Effect.sync(() => {
               // the database did not answer the last flush: these are gone with the process
               if (pending.length > 0) log.error("usage.lost_at_shutdown", { records: pending.length })
+              if (hostCalls.pending() > 0) log.error("usage.host_calls_lost_at_shutdown", { groups: hostCalls.pending() })
             })
           )
         )
@@ -260,6 +267,11 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
         }
       }
 
+      const recordHostCall = (call: HostCallRecord) => {
+        if (!enabled) return
+        hostCalls.add(dayOf(Date.now()), { ...call, app: text(call.app), server: text(call.server), tool: text(call.tool), outcome: text(call.outcome) })
+      }
+
       // a report reads months of rows: on SQLite on a connection of its own, off the event loop
       const makeReportOf = yield* Effect.provideService(makeReport, SqlClient.SqlClient, yield* longReads)
       const report = (filter: UsageFilter) => Effect.zipRight(flush, Effect.mapError(makeReportOf(filter), toGatewayError))
@@ -273,7 +285,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
       const hasApp = (app: string) =>
         pending.some((r) => r.app === app) ? Effect.succeed(true) : anyOfApp(app).pipe(Effect.map(Option.isSome), Effect.mapError(toGatewayError))
 
-      return UsageLog.of({ enabled, record, flush, pending: () => pending.length, report, hasApp })
+      return UsageLog.of({ enabled, record, recordHostCall, flush, pending: () => pending.length, report, hasApp })
     })
 
   static readonly layer = (enabled: boolean, options: UsageOptions = {}) => Layer.scoped(UsageLog, UsageLog.make(enabled, options))
@@ -284,6 +296,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
     UsageLog.of({
       enabled: false,
       record: () => undefined,
+      recordHostCall: () => undefined,
       flush: Effect.void,
       pending: () => 0,
       hasApp: () => Effect.succeed(false),
@@ -295,7 +308,8 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
           user: filter.user ?? null,
           totals: { ...zeroTotals, latencyMs: noPercentiles, ttftMs: noPercentiles },
           days: [],
-          topUsers: []
+          topUsers: [],
+          ...(filter.user === undefined ? { hostTools: [] } : {})
         })
     })
   )

@@ -2,6 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, type ParseResult, Schema } from "effect"
+import { type HostToolUsage, makeHostToolsReport } from "./HostCalls.js"
 
 /**
  * The usage report (`/gateway/usage`), aggregated by the database: totals, per-day breakdowns,
@@ -14,6 +15,9 @@ import { Effect, type ParseResult, Schema } from "effect"
  * reads the raw rows and the rollups together (UNION ALL), so totals, per-day, hourly and top-user
  * figures are the same before and after a sweep. Percentiles cannot be computed from sums: they
  * cover the raw rows only (null for a group whose rows are all rolled up).
+ *
+ * Host tool calls (`hostTools`, HostCalls.ts) are counted per app, not per user: a report
+ * filtered by user leaves them out.
  */
 
 export interface UsageFilter {
@@ -65,6 +69,8 @@ export interface UsageReport {
   readonly hours?: ReadonlyArray<Totals & { readonly hour: string }>
   /** the users with the most requests (at most 20) */
   readonly topUsers: ReadonlyArray<Totals & { readonly user: string }>
+  /** host tool calls over the range per app, server, tool and outcome; absent with a `user` filter (they are not counted per user) */
+  readonly hostTools?: ReadonlyArray<HostToolUsage>
 }
 
 export const zeroTotals: Totals = { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0, costUsd: 0, unpricedCalls: 0 }
@@ -259,6 +265,8 @@ export const makeReport = Effect.gen(function* () {
       })
   })
 
+  const hostTools = makeHostToolsReport(sql)
+
   /** Every query of one report reads the same snapshot (PostgreSQL: repeatable read; SQLite: one read transaction). */
   const snapshot = sql.onDialectOrElse({
     pg: () => Effect.asVoid(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`),
@@ -277,6 +285,7 @@ export const makeReport = Effect.gen(function* () {
         const [overall] = yield* overallPercentiles(filter)
         const hourRows = hourly ? yield* hours(filter) : []
         const userRows = yield* users(filter)
+        const hostRows = filter.user === undefined ? yield* hostTools({ from: filter.from, to: filter.to, ...(filter.app !== undefined ? { app: filter.app } : {}) }) : undefined
 
         const modelsOf = groupBy(models, (m) => m.day)
         const appsOf = groupBy(apps, (a) => a.day)
@@ -305,7 +314,8 @@ export const makeReport = Effect.gen(function* () {
             : {}),
           topUsers: [...userRows]
             .sort((a, b) => b.requests - a.requests || byFirst(a, b))
-            .map((u) => ({ user: u.name, ...totalsOf(u) }))
+            .map((u) => ({ user: u.name, ...totalsOf(u) })),
+          ...(hostRows !== undefined ? { hostTools: hostRows } : {})
         } satisfies UsageReport
       })
     ).pipe(Effect.withSpan("UsageLog.report", { attributes: { from: filter.from, to: filter.to } }))

@@ -81,7 +81,9 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
     topUsers: [...users]
       .sort((a, b) => b[1].requests - a[1].requests)
       .slice(0, 20)
-      .map(([user, t]) => ({ user, ...shown(t) }))
+      .map(([user, t]) => ({ user, ...shown(t) })),
+    // no host tool calls among these records; a report by user has none
+    ...(filter.user === undefined ? { hostTools: [] } : {})
   }
 }
 
