@@ -125,10 +125,10 @@ const toTools = (request: ChatRequest): Array<ToolDefinition> | GatewayError => 
   return tools
 }
 
-const toToolChoice = (choice: ChatRequest["tool_choice"], tools: ReadonlyArray<ToolDefinition>): ToolChoice | GatewayError => {
+const toToolChoice = (choice: ChatRequest["tool_choice"], tools: ReadonlyArray<ToolDefinition>, hostTool: HostToolName | undefined): ToolChoice | GatewayError => {
   if (choice == null) return { type: "auto" }
   if (typeof choice === "string") return { type: choice }
-  if (!tools.some((t) => t.name === choice.function.name)) {
+  if (!tools.some((t) => t.name === choice.function.name) && hostTool?.(choice.function.name) !== true) {
     return Errors.invalidRequest("invalid_request_error", `tool_choice.function.name: no tool named ${choice.function.name}`, { param: "tool_choice.function.name" })
   }
   return { type: "tool", name: choice.function.name }
@@ -140,17 +140,24 @@ export interface DecodedChat {
   readonly includeUsage: boolean
 }
 
+/** A name the app's host tools may hold: a `tool_choice` may name it undeclared (HostTools checks it is offered). */
+export type HostToolName = (name: string) => boolean
+
 /** Decode a chat-completions request; `maxChoices` bounds `n`; `maxTools` bounds the tools. */
 export const decodeChat = (
   wire: ChatRequest,
-  limits: { readonly maxChoices: number; readonly maxTools: number },
+  limits: { readonly maxChoices: number; readonly maxTools: number; readonly hostTool?: HostToolName },
   files: ResolvedFiles = new Map()
 ): Either.Either<DecodedChat, GatewayError> => {
   const decoded = decodeChatRequest(wire, limits, files)
   return decoded instanceof GatewayError ? Either.left(decoded) : Either.right(decoded)
 }
 
-const decodeChatRequest = (wire: ChatRequest, limits: { readonly maxChoices: number; readonly maxTools: number }, files: ResolvedFiles): DecodedChat | GatewayError => {
+const decodeChatRequest = (
+  wire: ChatRequest,
+  limits: { readonly maxChoices: number; readonly maxTools: number; readonly hostTool?: HostToolName },
+  files: ResolvedFiles
+): DecodedChat | GatewayError => {
   const n = wire.n ?? 1
   if (n > limits.maxChoices) {
     return Errors.invalidRequest("invalid_request_error", `n: at most ${limits.maxChoices} choices are allowed`, { param: "n" })
@@ -163,7 +170,7 @@ const decodeChatRequest = (wire: ChatRequest, limits: { readonly maxChoices: num
   if (tools.length > limits.maxTools) {
     return Errors.invalidRequest("too_many_tools", `tools: at most ${limits.maxTools} tools are allowed`, { param: "tools" })
   }
-  const toolChoice = toToolChoice(wire.tool_choice, tools)
+  const toolChoice = toToolChoice(wire.tool_choice, tools, limits.hostTool)
   if (toolChoice instanceof GatewayError) return toolChoice
   const format = wire.response_format
   let structured: CanonicalRequest["structured"]

@@ -4,6 +4,7 @@ import { Ids } from "../../domain/Ids.js"
 import { withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { Catalog } from "../../services/routing/Catalog.js"
+import { mayNameHostTool } from "../../services/tools/HostTools.js"
 import { HostToolLoop } from "../../services/tools/Loop.js"
 import { decodeBody } from "../Decode.js"
 import { messagesModelPage } from "../messages/Models.js"
@@ -38,7 +39,7 @@ const makeHandler = (legacy: boolean) =>
             )
           : yield* Effect.flatMap(decodeChatBody(body), (wire) =>
               Effect.flatMap(resolveFiles(ctx.principal.app, chatFileRefs(wire), "openai"), (files) =>
-                Effect.map(decodeChat(wire, { maxChoices: ctx.app.maxChoices, maxTools: config.maxTools }, files), (decoded) => ({
+                Effect.map(decodeChat(wire, { maxChoices: ctx.app.maxChoices, maxTools: config.maxTools, hostTool: mayNameHostTool(config, ctx.app.name) }, files), (decoded) => ({
                   decoded,
                   model: wire.model,
                   safetyId: stringOrUndefined(wire.safety_identifier)

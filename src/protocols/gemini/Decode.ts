@@ -136,6 +136,8 @@ export interface DecodeOptions {
   readonly files: ResolvedFiles
   /** the origin callers reach the gateway at: an upload's `uri` starts with it */
   readonly origin: string
+  /** a name the app's host tools may hold: mode ANY may name it alone, undeclared (HostTools checks it is offered) */
+  readonly hostTool?: (name: string) => boolean
 }
 
 const systemOf = (wire: GenerateContentRequest): Result<Array<TextPart>> => {
@@ -175,11 +177,21 @@ const toolsOf = (wire: GenerateContentRequest): Result<Array<ToolDefinition>> =>
   return Either.right(tools)
 }
 
-const toolChoiceOf = (wire: GenerateContentRequest, declared: Array<ToolDefinition>, structured: boolean): Result<{ readonly tools: Array<ToolDefinition>; readonly choice: ToolChoice }> => {
+const toolChoiceOf = (
+  wire: GenerateContentRequest,
+  declared: Array<ToolDefinition>,
+  structured: boolean,
+  hostTool: ((name: string) => boolean) | undefined
+): Result<{ readonly tools: Array<ToolDefinition>; readonly choice: ToolChoice }> => {
   const config = wire.toolConfig?.functionCallingConfig
   const mode = config?.mode ?? "AUTO"
   let tools = declared
   const allowed = config?.allowedFunctionNames
+  // mode ANY naming one host tool of the app, undeclared: that call is forced (the caller's tools are not allowed)
+  if (mode === "ANY" && allowed?.length === 1 && !declared.some((t) => t.name === allowed[0]) && hostTool?.(allowed[0]) === true) {
+    if (structured) return Either.left(refuse("toolConfig.functionCallingConfig", "mode ANY with one allowed function cannot be combined with responseSchema"))
+    return Either.right({ tools: [], choice: { type: "tool", name: allowed[0] } })
+  }
   if (allowed !== undefined && allowed !== null && allowed.length > 0) {
     for (const [k, name] of allowed.entries()) {
       if (!declared.some((t) => t.name === name)) return Either.left(refuse(`toolConfig.functionCallingConfig.allowedFunctionNames.${k}`, `no function named ${name} is declared`))
@@ -403,7 +415,7 @@ export const decodeGemini = (wire: GenerateContentRequest, options: DecodeOption
   if (Either.isLeft(declared)) return Either.left(declared.left)
   const structured = structuredOf(wire, declared.right)
   if (Either.isLeft(structured)) return Either.left(structured.left)
-  const toolPlan = toolChoiceOf(wire, declared.right, structured.right !== undefined && !structured.right.jsonObject)
+  const toolPlan = toolChoiceOf(wire, declared.right, structured.right !== undefined && !structured.right.jsonObject, options.hostTool)
   if (Either.isLeft(toolPlan)) return Either.left(toolPlan.left)
   const messages: Array<Message> = []
   for (const [i, content] of contents.right.entries()) {

@@ -4,8 +4,10 @@ import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { withRespondTool } from "../../domain/Structured.js"
 import { estimateTokens, geminiCalibration } from "../../domain/TokenEstimate.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
+import { Settings } from "../../Config.js"
 import { Catalog, type ModelEntry } from "../../services/routing/Catalog.js"
 import type { RunOptions } from "../../services/runner/ModelRunner.js"
+import { mayNameHostTool } from "../../services/tools/HostTools.js"
 import { HostToolLoop } from "../../services/tools/Loop.js"
 import { decodeAt } from "../Decode.js"
 import { writeAnswer, type RunFacts } from "../Answer.js"
@@ -46,6 +48,7 @@ const modelEntry = (entry: ModelEntry): Record<string, unknown> => ({
 const candidateEvents = (decoded: DecodedGemini): ((event: ModelEvent) => ReadonlyArray<ModelEvent>) => makeStopFilter(decoded.stopSequences).event
 
 export const geminiRoutes = Effect.gen(function* () {
+  const config = yield* Settings
   const runner = yield* HostToolLoop
   const catalog = yield* Catalog
   const remoteParts = yield* makeRemoteParts
@@ -58,7 +61,7 @@ export const geminiRoutes = Effect.gen(function* () {
       const uris = fileUris(request.contents, ctx.origin)
       const files = yield* resolveFiles(ctx.principal.app, uris.stored, "gemini")
       const remote = yield* fetchEach(uris.remote, (uri) => remoteParts(uri, { images: true }))
-      return yield* Either.match(decodeGemini(request, { maxChoices: ctx.app.maxChoices, stream, remote, files, origin: ctx.origin }), { onLeft: Effect.fail, onRight: Effect.succeed })
+      return yield* Either.match(decodeGemini(request, { maxChoices: ctx.app.maxChoices, stream, remote, files, origin: ctx.origin, hostTool: mayNameHostTool(config, ctx.app.name) }), { onLeft: Effect.fail, onRight: Effect.succeed })
     })
 
   const runOptions = (model: string, decoded: DecodedGemini, ctx: RequestContext): RunOptions => ({

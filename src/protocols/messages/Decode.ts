@@ -93,7 +93,13 @@ const levelOf = (wire: CountTokensRequest): string | undefined => {
 /** Decode a Messages request; `maxTools` bounds the tools. */
 export const decodeMessages = (
   wire: CountTokensRequest,
-  options: { readonly maxTools: number; readonly stream: boolean; readonly files?: ResolvedFiles }
+  options: {
+    readonly maxTools: number
+    readonly stream: boolean
+    readonly files?: ResolvedFiles
+    /** a name the app's host tools may hold: `tool_choice` may name it undeclared (HostTools checks it is offered) */
+    readonly hostTool?: (name: string) => boolean
+  }
 ): Result<DecodedMessages> => {
   const files = options.files ?? new Map()
   if (wire.mcp_servers !== undefined && wire.mcp_servers !== null) return Either.left(refuse("mcp_servers", "MCP servers are not supported"))
@@ -118,7 +124,7 @@ export const decodeMessages = (
   if (choice?.type === "any") toolChoice = { type: "required" }
   else if (choice?.type === "none") toolChoice = { type: "none" }
   else if (choice?.type === "tool") {
-    if (!choice.name || !tools.some((t) => t.name === choice.name)) return Either.left(refuse("tool_choice.name", `no tool named ${choice.name ?? ""} in tools`))
+    if (!choice.name || (!tools.some((t) => t.name === choice.name) && options.hostTool?.(choice.name) !== true)) return Either.left(refuse("tool_choice.name", `no tool named ${choice.name ?? ""} in tools`))
     toolChoice = { type: "tool", name: choice.name }
   }
   // structured output

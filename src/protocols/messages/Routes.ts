@@ -5,6 +5,7 @@ import { withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { estimateTokens, messagesCalibration } from "../../domain/TokenEstimate.js"
 import { Catalog } from "../../services/routing/Catalog.js"
+import { mayNameHostTool } from "../../services/tools/HostTools.js"
 import { HostToolLoop } from "../../services/tools/Loop.js"
 import { decodeBody } from "../Decode.js"
 import { writeAnswer, type RunFacts } from "../Answer.js"
@@ -58,7 +59,7 @@ export const messagesRoutes = Effect.gen(function* () {
       const wire = yield* decodeRequest(yield* ctx.json)
       const stream = wire.stream === true
       const files = yield* resolveFiles(ctx.principal.app, messagesFileRefs(wire), "messages")
-      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream, files }), { onLeft: Effect.fail, onRight: Effect.succeed })
+      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream, files, hostTool: mayNameHostTool(config, ctx.app.name) }), { onLeft: Effect.fail, onRight: Effect.succeed })
       const betas = clientBetas(ctx.headers)
       const metadataUser = typeof wire.metadata === "object" && wire.metadata !== null && "user_id" in wire.metadata ? wire.metadata.user_id : undefined
       const conversation = typeof metadataUser === "string" && metadataUser !== "" ? { conversation: metadataUser } : {}
@@ -115,7 +116,7 @@ export const messagesRoutes = Effect.gen(function* () {
     Effect.gen(function* () {
       const wire = yield* decodeCount(yield* ctx.json)
       const files = yield* resolveFiles(ctx.principal.app, messagesFileRefs(wire), "messages")
-      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream: false, files }), { onLeft: Effect.fail, onRight: Effect.succeed })
+      const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream: false, files, hostTool: mayNameHostTool(config, ctx.app.name) }), { onLeft: Effect.fail, onRight: Effect.succeed })
       // the model must exist and be allowed for this app, as for a real request
       yield* catalog.resolve(wire.model, ctx.app)
       // the app's host tools count as offered (with a request's side effects: app directory, servers, not_ready)

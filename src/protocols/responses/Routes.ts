@@ -5,6 +5,7 @@ import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { respondToolName, withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { ItemMemory } from "../../services/responses/ItemMemory.js"
+import { mayNameHostTool } from "../../services/tools/HostTools.js"
 import { HostToolLoop } from "../../services/tools/Loop.js"
 import { ResponseStore } from "../../services/responses/ResponseStore.js"
 import { decodeBody } from "../Decode.js"
@@ -91,7 +92,7 @@ export const responsesRoutes = Effect.gen(function* () {
       const files = yield* resolveFiles(app, fileRefs(typed, history.length), "openai")
       const conversation = yield* fromEither(toConversation(typed, wire.instructions ?? undefined, history.length, remote, files))
       const plan = yield* fromEither(planTools(wire.tools ?? [], conversation.additionalTools, { onHostedTools: ctx.app.onHostedTools, maxTools: config.maxTools }))
-      const toolChoice = yield* fromEither(planToolChoice(wire.tool_choice, plan))
+      const toolChoice = yield* fromEither(planToolChoice(wire.tool_choice, plan, mayNameHostTool(config, ctx.app.name)))
       const structured = yield* fromEither(structuredOf(wire, plan, toolChoice))
       const parallelToolCalls = wire.parallel_tool_calls !== false
       const request: CanonicalRequest = {

@@ -159,7 +159,7 @@ export const planTools = (
 }
 
 /** The canonical tool choice; unsupported forms are refused with `param: tool_choice`. */
-export const planToolChoice = (choice: ResponsesRequest["tool_choice"], plan: ToolPlan): Result<ToolChoice> => {
+export const planToolChoice = (choice: ResponsesRequest["tool_choice"], plan: ToolPlan, hostTool?: (name: string) => boolean): Result<ToolChoice> => {
   if (choice === null || choice === undefined) return Either.right({ type: "auto" })
   if (typeof choice === "string") return Either.right({ type: choice })
   if (choice.type !== "function" && choice.type !== "custom") {
@@ -168,6 +168,8 @@ export const planToolChoice = (choice: ResponsesRequest["tool_choice"], plan: To
   if (choice.name === undefined) return Either.left(Errors.invalidRequest("invalid_request_error", "tool_choice.name: is required", { param: "tool_choice.name" }))
   const flat = choice.namespace !== undefined ? flattenName(choice.namespace, choice.name) : choice.name
   const entry = plan.entries.get(flat)
+  // a host tool of the app, undeclared: HostTools checks it is offered
+  if (entry === undefined && choice.type === "function" && choice.namespace === undefined && hostTool?.(flat) === true) return Either.right({ type: "tool", name: flat })
   if (entry === undefined || entry.kind !== choice.type) {
     return Either.left(Errors.invalidRequest("invalid_request_error", `tool_choice.name: no ${choice.type} tool named ${choice.name}`, { param: "tool_choice.name" }))
   }

@@ -1,6 +1,6 @@
 import type { CallToolResult } from "@modelcontextprotocol/client"
 import { Context, Effect, Layer } from "effect"
-import { Settings, DEFAULT_MAX_HOST_TOOL_RESULT_BYTES, DEFAULT_MAX_HOST_TOOL_ROUNDS } from "../../Config.js"
+import { Settings, DEFAULT_MAX_HOST_TOOL_RESULT_BYTES, DEFAULT_MAX_HOST_TOOL_ROUNDS, type GatewayConfig } from "../../Config.js"
 import type { CanonicalRequest, ImagePart, TextPart, ToolCall, ToolDefinition, ToolResultPart } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { globMatch, parseModelId } from "../../domain/ModelId.js"
@@ -42,6 +42,19 @@ export type HostCallOutcome = "ok" | "error" | "timeout" | "failed"
 const safeName = (name: string) => name.replace(/[^A-Za-z0-9_-]/g, "_")
 
 export const exposedName = (server: string, tool: string): string => flattenName(server, safeName(tool))
+
+/** Whether a name is shaped as a host tool of one of these servers (`<server>__...`). */
+const hostShaped = (servers: ReadonlyArray<string>, name: string) => servers.some((server) => name.startsWith(`${server}__`))
+
+/**
+ * Whether a request of this app may name `name` in its `tool_choice` though the caller declares no
+ * such tool: the app has host tools and the name is shaped as one. The protocol decoders let such a
+ * choice through; `HostTools.apply` then refuses it unless the request is offered that host tool.
+ */
+export const mayNameHostTool =
+  (config: GatewayConfig, app: string) =>
+  (name: string): boolean =>
+    (config.apps[app]?.hostTools?.length ?? 0) > 0 && hostShaped(Object.keys(config.toolServers), name)
 
 const byteLength = (text: string) => Buffer.byteLength(text, "utf8")
 
@@ -225,7 +238,7 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
         })
 
       /** Whether a name is shaped as a host tool of a configured server (`<server>__...`). */
-      const looksHosted = (name: string) => serverNames.some((server) => name.startsWith(`${server}__`))
+      const looksHosted = (name: string) => hostShaped(serverNames, name)
 
       const apply = (request: CanonicalRequest, offer: Offer | undefined): Effect.Effect<CanonicalRequest, GatewayError> => {
         const choice = request.toolChoice
