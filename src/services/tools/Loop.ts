@@ -4,11 +4,11 @@ import {
   emptyUsage,
   foldEvents,
   ModelEvent,
-  type Answer,
   type AssistantPart,
   type CanonicalRequest,
   type FinishReason,
   type Message,
+  type SignatureFamily,
   type ToolCall,
   type ToolResultPart,
   type Usage
@@ -64,27 +64,67 @@ export const KEEP_ALIVE_MS = 5_000
 /** Between the text of two rounds, so that sentences do not run together. */
 const ROUND_SEPARATOR = "\n\n"
 
-/** The assistant turn a round adds to the conversation: its reasoning, text and host calls (never the caller's). */
-const assistantTurn = (answer: Answer, hostCalls: ReadonlyArray<ToolCall>): Message => {
+/**
+ * The assistant turn a round adds to the conversation: its reasoning, text and host calls (never
+ * the caller's), in the order the model gave them. Each signature stays on the reasoning it closes,
+ * just before the part it came with: Anthropic signs each thinking block (several blocks must go
+ * back as they came), Gemini signs the part that follows (the first function call of a turn).
+ */
+const assistantTurn = (events: ReadonlyArray<ModelEvent>, isHost: (call: ToolCall) => boolean): Message => {
   const parts: Array<AssistantPart> = []
-  if (answer.reasoning !== "" || answer.reasoningSignature !== undefined) {
-    parts.push({
-      type: "reasoning",
-      text: answer.reasoning,
-      ...(answer.reasoningSignature !== undefined ? { signature: answer.reasoningSignature } : {}),
-      ...(answer.reasoningFamily !== undefined ? { family: answer.reasoningFamily } : {})
-    })
+  // redacted reasoning carries no family of its own: it is the family of the round's signatures
+  let family: SignatureFamily | undefined
+  for (const event of events) if (event._tag === "ReasoningDelta" && event.family !== undefined) family = event.family
+  let reasoning: string | undefined
+  let text = ""
+  const closeText = () => {
+    if (text !== "") parts.push({ type: "text", text })
+    text = ""
   }
-  for (const data of answer.redacted) parts.push({ type: "reasoning", text: "", redacted: data, ...(answer.reasoningFamily !== undefined ? { family: answer.reasoningFamily } : {}) })
-  if (answer.text !== "") parts.push({ type: "text", text: answer.text })
-  for (const call of hostCalls) parts.push({ type: "tool_call", id: call.id, name: call.name, arguments: call.arguments })
+  const closeReasoning = () => {
+    if (reasoning !== undefined && reasoning !== "") parts.push({ type: "reasoning", text: reasoning })
+    reasoning = undefined
+  }
+  for (const event of events) {
+    switch (event._tag) {
+      case "ReasoningDelta":
+        closeText()
+        reasoning = (reasoning ?? "") + event.text
+        if (event.signature !== undefined) {
+          parts.push({ type: "reasoning", text: reasoning, signature: event.signature, ...(event.family !== undefined ? { family: event.family } : {}) })
+          reasoning = undefined
+        }
+        break
+      case "RedactedReasoning":
+        closeText()
+        closeReasoning()
+        parts.push({ type: "reasoning", text: "", redacted: event.data, ...(family !== undefined ? { family } : {}) })
+        break
+      case "TextDelta":
+        closeReasoning()
+        text += event.text
+        break
+      case "ToolCall":
+        closeText()
+        closeReasoning()
+        if (isHost(event.call)) parts.push({ type: "tool_call", id: event.call.id, name: event.call.name, arguments: event.call.arguments })
+        break
+    }
+  }
+  closeText()
+  closeReasoning()
   return { role: "assistant", parts }
 }
 
 /** The request of the next round: the conversation with this round's host exchange appended. */
-const nextRequest = (request: CanonicalRequest, answer: Answer, hostCalls: ReadonlyArray<ToolCall>, results: ReadonlyArray<ToolResultPart>): CanonicalRequest => ({
+const nextRequest = (
+  request: CanonicalRequest,
+  events: ReadonlyArray<ModelEvent>,
+  isHost: (call: ToolCall) => boolean,
+  results: ReadonlyArray<ToolResultPart>
+): CanonicalRequest => ({
   ...request,
-  messages: [...request.messages, assistantTurn(answer, hostCalls), { role: "tool", parts: results }],
+  messages: [...request.messages, assistantTurn(events, isHost), { role: "tool", parts: results }],
   // a forced call was made: the next round may answer
   toolChoice: request.toolChoice.type === "tool" || request.toolChoice.type === "required" ? { type: "auto" } : request.toolChoice
 })
@@ -145,7 +185,7 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
                 shown.push(ModelEvent.usage(total), ModelEvent.finish(finish))
                 return Effect.succeed({ ...run, sessionId: sessions.join(","), events: shown })
               }
-              return Effect.flatMap(runHostCalls(offer, host, facts), (results) => round(nextRequest(request, answer, host, results), rounds + 1))
+              return Effect.flatMap(runHostCalls(offer, host, facts), (results) => round(nextRequest(request, run.events, isHost, results), rounds + 1))
             })
           return round(options.request, 1)
         }
@@ -166,7 +206,6 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
                 let usage: Usage = emptyUsage
                 let separated = true
                 let waiting: Fiber.RuntimeFiber<ReadonlyArray<ToolResultPart>> | undefined
-                let hostCalls: ReadonlyArray<ToolCall> = []
                 let done = false
 
                 const end = Effect.fail(Option.none())
@@ -214,13 +253,12 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
                     out.push(ModelEvent.usage(total), ModelEvent.finish(host.length > 0 ? "length" : answer.finishReason))
                     return Effect.as(closing, Chunk.unsafeFromArray(out))
                   }
-                  hostCalls = host
-                  const answered = answer
+                  const turn = events
                   return Effect.zipRight(
                     closing,
                     Effect.map(Effect.forkIn(runHostCalls(offer, host, facts), requestScope), (fiber) => {
                       waiting = fiber
-                      request = nextRequest(request, answered, hostCalls, [])
+                      request = nextRequest(request, turn, isHost, [])
                       // the running usage so far, so that a stream cut later still counts it
                       return Chunk.of(ModelEvent.usage(total))
                     })
