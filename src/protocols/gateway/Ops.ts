@@ -12,6 +12,7 @@ import { Metrics } from "../../services/ops/Metrics.js"
 import { Replicas } from "../../services/ops/Replicas.js"
 import { Health } from "../../services/routing/Health.js"
 import { ResponseStore } from "../../services/responses/ResponseStore.js"
+import { ToolServers } from "../../services/tools/ToolServers.js"
 import { makeOwnAuth } from "./Usage.js"
 
 /** `/gateway/metrics` (Prometheus text) and `/gateway/status` (spec 4.5). */
@@ -36,6 +37,7 @@ export const opsRoutes = Effect.gen(function* () {
   const files = yield* FileStore
   const replicas = yield* Replicas
   const health = yield* Health
+  const toolServers = yield* ToolServers
   const auth = yield* makeOwnAuth
   const version = packageVersion()
   const startedAt = Date.now()
@@ -50,7 +52,7 @@ export const opsRoutes = Effect.gen(function* () {
     Effect.gen(function* () {
       const caller = yield* auth(ctx)
       if (keys.hasAdmin && caller._tag !== "admin") return yield* Errors.permission("admin_key_required", "Metrics are read with the admin key on this gateway")
-      return Reply.text(metrics.render({ ...gauges(), targets: yield* health.states }), "text/plain; version=0.0.4; charset=utf-8")
+      return Reply.text(metrics.render({ ...gauges(), targets: yield* health.states, toolServers: toolServers.status() }), "text/plain; version=0.0.4; charset=utf-8")
     })
 
   const statusHandler = (ctx: RequestContext) =>
@@ -73,7 +75,9 @@ export const opsRoutes = Effect.gen(function* () {
         targets: (yield* health.states).map(({ cooledUntil, ...t }) => ({ ...t, ...(cooledUntil !== undefined ? { cooledUntil: new Date(cooledUntil).toISOString() } : {}) })),
         inFlight: { requests: g.requestsInFlight, modelRequests: g.modelRequestsInFlight, bodyBytes: g.bodyBytesInFlight },
         storedResponses: yield* responses.stats(),
-        files: yield* files.stats()
+        files: yield* files.stats(),
+        // each MCP server connection of this replica (a per-app one with its app): state, tool count, why it is down; never its URL, headers or command
+        toolServers: toolServers.status()
       })
     })
 

@@ -2,6 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { Settings } from "../../Config.js"
 import { Reply, shownPath, type RequestContext, type Route } from "../../http/Route.js"
+import { ToolServers } from "../../services/tools/ToolServers.js"
 
 /** Readiness: the first missing piece, or undefined when the gateway can serve. */
 const readiness = Effect.gen(function* () {
@@ -36,14 +37,23 @@ export const routeListing = (routes: ReadonlyArray<Route>): ReadonlyArray<RouteL
 /**
  * Probes (`/healthz`, `/readyz`, `/gateway/health`, `/gateway/ready`) and the discovery page `/`,
  * which lists the route table the router is built from (read when asked: it includes these routes).
+ *
+ * Tool servers do not decide readiness: one MCP server down would take the replica out of a load
+ * balancer for every app, when only the requests of the apps using that server are refused (503
+ * `not_ready` naming it, until it lists its tools). With tool servers configured the readiness body
+ * lists each connection's state and tool count (never its URL, headers or command).
  */
 export const probeRoutes = (table: () => ReadonlyArray<Route>) =>
   Effect.gen(function* () {
     const ready = yield* readiness
+    const toolServers = yield* ToolServers
+    const servers = () => (toolServers.configured ? { toolServers: toolServers.status() } : {})
     const health = () => Effect.succeed(json(200, { ok: true }))
     const readyHandler = (_: RequestContext) =>
       Effect.map(ready, (missing) =>
-        missing === undefined ? json(200, { ready: true }) : json(503, { ready: false, code: "not_ready", detail: `not ready: ${missing}` })
+        missing === undefined
+          ? json(200, { ready: true, ...servers() })
+          : json(503, { ready: false, code: "not_ready", detail: `not ready: ${missing}`, ...servers() })
       )
     const discovery = (ctx: RequestContext) =>
       Effect.sync(() => {

@@ -1,4 +1,4 @@
-import { Client, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client"
+import { Client, SdkErrorCode, StreamableHTTPClientTransport, type CallToolResult, type FetchLike, type Tool } from "@modelcontextprotocol/client"
 import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/client/stdio"
 import { Redacted } from "effect"
 import type { ToolServerConfig } from "../../Config.js"
@@ -8,6 +8,10 @@ import type { ToolServerConfig } from "../../Config.js"
  * it): connected at start or on first need, its tool list held and refreshed on
  * `notifications/tools/list_changed`, reconnected with backoff when it drops. Plain Promise code
  * around the SDK's client; `ToolServers` gives it an Effect face.
+ *
+ * A dropped stdio process closes the client. Over HTTP nothing closes: a server that died or
+ * restarted is seen in the requests themselves (a fetch that fails, a 404 for the session, the
+ * notification stream ending), and the session is then opened anew, its tool list fetched again.
  */
 
 /** A tool as its server lists it. */
@@ -43,12 +47,21 @@ const EARLY_RETRY_MS = 1_000
 /** The client's name in `initialize`: the gateway, never the calling app or user. */
 const clientInfo = { name: "llm-gateway", version: "0.1.0" }
 
-/** Why a server is not ready, in words that hold no URL, header or server-sent text. */
-const reasonOf = (error: unknown): string => {
-  const code = (error as { code?: unknown })?.code
-  if (typeof code === "string" && /^E[A-Z]+$/.test(code)) return `cannot connect (${code})`
-  const status = (error as { status?: unknown; statusCode?: unknown })?.status ?? (error as { statusCode?: unknown })?.statusCode
-  if (typeof status === "number") return `answered HTTP ${status}`
+/**
+ * Why a server is not ready, in words that hold no URL, header or server-sent text: a system error
+ * code or HTTP status found along the error's causes (the SDK wraps the fetch error, which wraps
+ * the socket's), or the SDK's timeout.
+ */
+const reasonOf = (error: unknown, stdio: boolean, timeoutMs: number): string => {
+  let cause: unknown = error
+  for (let depth = 0; depth < 5 && typeof cause === "object" && cause !== null; depth++) {
+    const code = (cause as { code?: unknown }).code
+    if (code === SdkErrorCode.RequestTimeout) return `no answer within ${timeoutMs} ms`
+    if (typeof code === "string" && /^E[A-Z]+$/.test(code)) return `${stdio ? "cannot start" : "cannot connect"} (${code})`
+    const status = (cause as { status?: unknown }).status ?? (cause as { statusCode?: unknown }).statusCode
+    if (typeof status === "number") return `answered HTTP ${status}`
+    cause = (cause as { cause?: unknown }).cause
+  }
   const name = error instanceof Error ? error.name : "Error"
   return name === "Error" ? "connection failed" : `connection failed (${name})`
 }
@@ -65,6 +78,8 @@ export class Connection {
   /** resolved whenever the state changes (and replaced) */
   private changed = signal()
   private client: Client | undefined
+  /** every client not yet closed (connecting, connected, or being dropped): all closed at shutdown */
+  private readonly live = new Map<Client, Promise<void> | undefined>()
   private retryMs = RETRY_MIN_MS
   private retryTimer: NodeJS.Timeout | undefined
   private closed = false
@@ -93,12 +108,25 @@ export class Connection {
     this.onChange()
   }
 
-  private transport() {
+  private transport(generation: number) {
     const config = this.config
     if (config.url !== undefined) {
       const headers: Record<string, string> = {}
       for (const [name, value] of Object.entries(config.headers ?? {})) headers[name] = Redacted.value(value)
-      return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers } })
+      // every request of the session watched: a server gone (the fetch fails) or restarted (404 to
+      // a request with a session id: it no longer knows the session) means a new session, which
+      // the SDK's client does not open itself
+      const watched: FetchLike = async (url, init) => {
+        try {
+          const response = await fetch(url, init)
+          if (response.status === 404 && new Headers(init?.headers).has("mcp-session-id")) this.lost(generation)
+          return response
+        } catch (error) {
+          if (init?.signal?.aborted !== true) this.lost(generation)
+          throw error
+        }
+      }
+      return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers }, fetch: watched })
     }
     const [command, ...args] = config.command ?? []
     const env: Record<string, string> = { ...getDefaultEnvironment() }
@@ -130,8 +158,10 @@ export class Connection {
         }
       }
     })
-    const transport = this.transport()
+    this.live.set(client, undefined)
+    const transport = this.transport(generation)
     client.onclose = () => {
+      this.live.delete(client)
       if (!current()) return
       this.client = undefined
       this.setState({ _tag: "Down", reason: "connection closed" })
@@ -143,19 +173,41 @@ export class Connection {
       .then(() => client.listTools(undefined, { timeout: bound }))
       .then(
         (listed) => {
-          if (!current()) return void client.close().catch(() => undefined)
+          if (!current()) return void this.dispose(client)
           this.client = client
           this.retryMs = RETRY_MIN_MS
           this.setState({ _tag: "Ready", tools: toTools(listed.tools) })
+          // on the 2026 revision list changes come on a subscription: when it ends, the server went away
+          void client.autoOpenedSubscription?.closed.then((how) => {
+            if (how !== "local") this.lost(generation)
+          })
         },
         (error: unknown) => {
-          client.onclose = undefined
-          void client.close().catch(() => undefined)
+          void this.dispose(client)
           if (!current()) return
-          this.setState({ _tag: "Down", reason: reasonOf(error) })
+          this.setState({ _tag: "Down", reason: reasonOf(error, this.config.url === undefined, bound) })
           this.retry()
         }
       )
+  }
+
+  /**
+   * The session of this generation is gone (an HTTP server died or restarted): drop it and open a
+   * new one now, or after the backoff when the last attempt was under a second ago.
+   */
+  private lost(generation: number) {
+    const client = this.client
+    if (generation !== this.generation || this.closed || client === undefined) return
+    this.client = undefined
+    this.generation++
+    void this.dispose(client)
+    if (Date.now() - this.lastAttempt >= EARLY_RETRY_MS) {
+      this.setState({ _tag: "Connecting" })
+      this.start()
+    } else {
+      this.setState({ _tag: "Down", reason: "connection lost" })
+      this.retry()
+    }
   }
 
   /** A changed list that the SDK could not fetch itself: list again, or reconnect. */
@@ -206,30 +258,45 @@ export class Connection {
     return undefined
   }
 
-  /** Call a tool: its result, or the reason it has none (never a throw). */
+  /**
+   * Call a tool: its result, or the reason it has none (never a throw). A connection being opened
+   * again (its server was seen gone since the tools were offered) is waited for, as a request waits.
+   */
   async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallOutcome> {
-    const client = this.client
     const failed = (reason: string, timedOut = false): CallOutcome => ({ _tag: "Failed", reason, timedOut })
+    if (this.client === undefined) await this.ready(this.config.readyTimeoutMs)
+    const client = this.client
+    if (signal.aborted) return failed("the call was cancelled")
     if (client === undefined) return failed("the tool server is not connected")
     try {
       return { _tag: "Result", result: await client.callTool({ name: tool, arguments: args }, { timeout: this.config.timeoutMs, signal }) }
     } catch (error) {
       if (signal.aborted) return failed("the call was cancelled")
       const code = (error as { code?: unknown })?.code
-      // -32001: the SDK's request timeout
-      if (code === -32001 || (error instanceof Error && /timed? ?out/i.test(error.message))) return failed(`the tool did not answer within ${this.config.timeoutMs} ms`, true)
+      if (code === SdkErrorCode.RequestTimeout) return failed(`the tool did not answer within ${this.config.timeoutMs} ms`, true)
+      // a JSON-RPC error from the server (its message is the server's text: not passed on)
       if (typeof code === "number") return failed(`the tool server refused the call (JSON-RPC error ${code})`)
       return failed("the tool server failed during the call")
     }
   }
 
+  /** Close a client (once; a stdio one stops its process), its close event no longer heard. */
+  private dispose(client: Client): Promise<void> {
+    const closing = this.live.get(client)
+    if (closing !== undefined) return closing
+    client.onclose = undefined
+    const done = client.close().catch(() => undefined)
+    this.live.set(client, done)
+    return done.then(() => void this.live.delete(client))
+  }
+
+  /** Close every client of this connection, one still connecting included (its process is stopped too). */
   async close(): Promise<void> {
     this.closed = true
     this.generation++
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer)
-    const client = this.client
     this.client = undefined
     this.changed.resolve()
-    if (client !== undefined) await client.close().catch(() => undefined)
+    await Promise.all([...this.live.keys()].map((client) => this.dispose(client)))
   }
 }

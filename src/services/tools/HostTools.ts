@@ -70,7 +70,8 @@ const cutText = (text: string, bytes: number): string => {
 
 /**
  * What the model gets back from a call: text as text, `structuredContent` as JSON text (when no
- * text block already carries it), images as image parts, other blocks described in a line; cut
+ * text block already carries it: as its JSON, or every string in it, as server-filesystem's
+ * `{ content }` repeats the text it answers), images as image parts, other blocks described in a line; cut
  * past `maxBytes` with a note saying so. The result is data for the model: nothing in it is read
  * by the gateway.
  */
@@ -103,10 +104,25 @@ export const resultContent = (result: CallToolResult, maxBytes: number): Readonl
   }
   if (result.structuredContent !== undefined) {
     const json = JSON.stringify(result.structuredContent)
-    if (!texts.some((t) => t === json || safeParse(t) === json)) parts.push({ type: "text", text: json })
+    if (!texts.some((t) => t === json || safeParse(t) === json) && !stringsShown(result.structuredContent, texts.join("\n"))) parts.push({ type: "text", text: json })
   }
   if (parts.length === 0) parts.push({ type: "text", text: "" })
   return capParts(parts, maxBytes)
+}
+
+/** Whether every value in it (strings, numbers, booleans; at least one string) is in the text: a structured copy of what the text says. */
+const stringsShown = (value: unknown, text: string): boolean => {
+  const leaves: Array<string> = []
+  let strings = 0
+  const collect = (v: unknown, depth: number): void => {
+    if (typeof v === "string") {
+      strings++
+      leaves.push(v)
+    } else if (typeof v === "number" || typeof v === "boolean") leaves.push(String(v))
+    else if (depth < 16 && typeof v === "object" && v !== null) for (const item of Array.isArray(v) ? v : Object.values(v)) collect(item, depth + 1)
+  }
+  collect(value, 0)
+  return strings > 0 && leaves.every((leaf) => text.includes(leaf))
 }
 
 const safeParse = (text: string): string | undefined => {
