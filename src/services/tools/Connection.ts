@@ -1,4 +1,4 @@
-import { Client, StreamableHTTPClientTransport, type CallToolResult, type Tool } from "@modelcontextprotocol/client"
+import { Client, StreamableHTTPClientTransport, type CallToolResult, type Progress, type Tool } from "@modelcontextprotocol/client"
 import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/client/stdio"
 import { Redacted } from "effect"
 import type { ToolServerConfig } from "../../Config.js"
@@ -19,6 +19,9 @@ export interface ServerTool {
 
 /** A tool call's outcome: the server's result, or why there is none. */
 export type CallOutcome = { readonly _tag: "Result"; readonly result: CallToolResult } | { readonly _tag: "Failed"; readonly reason: string; readonly timedOut: boolean }
+
+/** A server's progress notification for a call (`progress`, optional `total` and `message`). */
+export type { Progress }
 
 export type ConnectionState =
   | { readonly _tag: "Connecting" }
@@ -201,13 +204,13 @@ export class Connection {
     return undefined
   }
 
-  /** Call a tool: its result, or the reason it has none (never a throw). */
-  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallOutcome> {
+  /** Call a tool: its result, or the reason it has none (never a throw). `onProgress` gets the server's progress notifications. */
+  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal, onProgress?: (progress: Progress) => void): Promise<CallOutcome> {
     const client = this.client
     const failed = (reason: string, timedOut = false): CallOutcome => ({ _tag: "Failed", reason, timedOut })
     if (client === undefined) return failed("the tool server is not connected")
     try {
-      return { _tag: "Result", result: await client.callTool({ name: tool, arguments: args }, { timeout: this.config.timeoutMs, signal }) }
+      return { _tag: "Result", result: await client.callTool({ name: tool, arguments: args }, { timeout: this.config.timeoutMs, signal, ...(onProgress !== undefined ? { onprogress: onProgress } : {}) }) }
     } catch (error) {
       if (signal.aborted) return failed("the call was cancelled")
       const code = (error as { code?: unknown })?.code
