@@ -17,6 +17,7 @@ import { geminiRoutes } from "./protocols/gemini/Routes.js"
 import { messagesRoutes } from "./protocols/messages/Routes.js"
 import { responsesRoutes } from "./protocols/responses/Routes.js"
 import { filesRoutes } from "./protocols/files/Routes.js"
+import { mcpRoutes } from "./protocols/mcp/Routes.js"
 import { AnthropicProviderFactory } from "./providers/anthropic/AnthropicProvider.js"
 import { GeminiProviderFactory } from "./providers/gemini/GeminiProvider.js"
 import { MockProviderFactory } from "./providers/mock/MockProvider.js"
@@ -112,7 +113,9 @@ export const mounts: ReadonlyArray<Mount> = [
   { prefix: "/v1/messages", family: "messages" },
   { prefix: "/v1/models", family: "messages", when: hasMessagesVersion },
   { prefix: "/v1/files", family: "messages", when: hasMessagesVersion },
-  { prefix: "/v1/", family: "openai" }
+  { prefix: "/v1/", family: "openai" },
+  // the gateway's MCP server: keys and refusals as on /v1
+  { prefix: "/mcp", family: "openai" }
 ]
 
 /** Every route of the gateway: the table the routers are built from and the discovery page lists. */
@@ -123,6 +126,7 @@ export const allRoutes = Effect.gen(function* () {
   routes.push(...(yield* messagesRoutes))
   routes.push(...(yield* geminiRoutes))
   routes.push(...(yield* filesRoutes))
+  routes.push(...(yield* mcpRoutes))
   routes.push(...(yield* usageRoutes))
   routes.push(...(yield* adminRoutes))
   routes.push(...(yield* opsRoutes))

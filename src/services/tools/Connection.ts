@@ -1,4 +1,4 @@
-import { Client, SdkErrorCode, StreamableHTTPClientTransport, type CallToolResult, type FetchLike, type Tool } from "@modelcontextprotocol/client"
+import { Client, SdkErrorCode, StreamableHTTPClientTransport, type CallToolResult, type FetchLike, type Progress, type Tool } from "@modelcontextprotocol/client"
 import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/client/stdio"
 import { Redacted } from "effect"
 import type { ToolServerConfig } from "../../Config.js"
@@ -23,6 +23,9 @@ export interface ServerTool {
 
 /** A tool call's outcome: the server's result, or why there is none. */
 export type CallOutcome = { readonly _tag: "Result"; readonly result: CallToolResult } | { readonly _tag: "Failed"; readonly reason: string; readonly timedOut: boolean }
+
+/** A server's progress notification for a call (`progress`, optional `total` and `message`). */
+export type { Progress }
 
 export type ConnectionState =
   | { readonly _tag: "Connecting" }
@@ -261,15 +264,16 @@ export class Connection {
   /**
    * Call a tool: its result, or the reason it has none (never a throw). A connection being opened
    * again (its server was seen gone since the tools were offered) is waited for, as a request waits.
+   * `onProgress` gets the server's progress notifications.
    */
-  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallOutcome> {
+  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal, onProgress?: (progress: Progress) => void): Promise<CallOutcome> {
     const failed = (reason: string, timedOut = false): CallOutcome => ({ _tag: "Failed", reason, timedOut })
     if (this.client === undefined) await this.ready(this.config.readyTimeoutMs)
     const client = this.client
     if (signal.aborted) return failed("the call was cancelled")
     if (client === undefined) return failed("the tool server is not connected")
     try {
-      return { _tag: "Result", result: await client.callTool({ name: tool, arguments: args }, { timeout: this.config.timeoutMs, signal }) }
+      return { _tag: "Result", result: await client.callTool({ name: tool, arguments: args }, { timeout: this.config.timeoutMs, signal, ...(onProgress !== undefined ? { onprogress: onProgress } : {}) }) }
     } catch (error) {
       if (signal.aborted) return failed("the call was cancelled")
       const code = (error as { code?: unknown })?.code

@@ -7,7 +7,7 @@ import { globMatch, parseModelId } from "../../domain/ModelId.js"
 import { flattenName } from "../../domain/ToolNames.js"
 import { Metrics } from "../ops/Metrics.js"
 import { type HostCallRecord, UsageLog } from "../usage/Usage.js"
-import { ToolServers } from "./ToolServers.js"
+import { ToolServers, type CallOutcome, type Progress } from "./ToolServers.js"
 
 /**
  * Host tools: the tools of the operator's MCP servers that an app runs through the gateway. The
@@ -163,6 +163,24 @@ export const capParts = (parts: ReadonlyArray<TextPart | ImagePart>, maxBytes: n
   return kept
 }
 
+/** A data URL's media type and base64 data. */
+const dataUrl = /^data:([^;,]+);base64,(.*)$/s
+
+/**
+ * A server's result as an MCP client gets it from the gateway: unchanged when its JSON is within
+ * `maxBytes`; past that, the blocks the model would see (text, images; `structuredContent` as JSON
+ * text), cut with the same note.
+ */
+export const capResult = (result: CallToolResult, maxBytes: number): CallToolResult => {
+  if (byteLength(JSON.stringify(result)) <= maxBytes) return result
+  const content = resultContent(result, maxBytes).map((part) => {
+    if (part.type === "text") return { type: "text" as const, text: part.text }
+    const match = dataUrl.exec(part.url)
+    return match === null ? { type: "text" as const, text: "[an image the gateway cannot pass on]" } : { type: "image" as const, mimeType: match[1], data: match[2] }
+  })
+  return { content, ...(result.isError === true ? { isError: true } : {}) }
+}
+
 export class HostTools extends Context.Tag("gateway/HostTools")<
   HostTools,
   {
@@ -182,6 +200,18 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
     readonly apply: (request: CanonicalRequest, offer: Offer | undefined) => Effect.Effect<CanonicalRequest, GatewayError>
     /** Run one host call: its result as the model should see it (failures are error results). */
     readonly call: (offer: Offer, call: ToolCall) => Effect.Effect<ToolResultPart>
+    /**
+     * All of the app's host tools, as a request with no agent and no `tool_choice` is offered them
+     * (the gateway's own MCP server lists these), with the same side effects as `offer`.
+     */
+    readonly offerAll: (app: string) => Effect.Effect<Offer | undefined, GatewayError>
+    /**
+     * Run one host call for an MCP client: the server's own result (content blocks as they came),
+     * cut past `maxHostToolResultBytes` as `capResult` says; failures and timeouts are error
+     * results. Same timeout and metrics as a call the model makes. `onProgress` gets the server's
+     * progress notifications for the call.
+     */
+    readonly callTool: (offer: Offer, tool: HostTool, args: Record<string, unknown>, onProgress?: (progress: Progress) => void) => Effect.Effect<CallToolResult>
   }
 >() {
   static readonly layer = Layer.effect(
@@ -205,6 +235,43 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
       /** The servers any of the patterns can reach. */
       const serversOf = (patterns: ReadonlyArray<string>) => serverNames.filter((name) => patterns.some((p) => globMatch(p.slice(0, p.indexOf("/")), name)))
 
+      /** The app's tools that its patterns (and the agent's, when there is one) grant, listed by their servers. */
+      const listOffer = (app: string, patterns: ReadonlyArray<string>, agentPatterns: ReadonlyArray<string> | undefined): Effect.Effect<Offer | undefined, GatewayError> => {
+        const appConfig = config.apps[app]
+        const wanted = serversOf(patterns).filter((name) => agentPatterns === undefined || serversOf(agentPatterns).includes(name))
+        return Effect.map(
+          Effect.forEach(wanted, (name) => Effect.map(servers.tools(name, app), (tools) => ({ name, tools })), { concurrency: "unbounded" }),
+          (listed): Offer | undefined => {
+            const tools: Array<HostTool> = []
+            const byName = new Map<string, HostTool>()
+            for (const { name: server, tools: serverTools } of listed) {
+              for (const tool of serverTools) {
+                if (!grants(patterns, server, tool.name)) continue
+                if (agentPatterns !== undefined && !grants(agentPatterns, server, tool.name)) continue
+                const name = exposedName(server, tool.name)
+                if (byName.has(name)) continue
+                const host: HostTool = {
+                  name,
+                  server,
+                  tool: tool.name,
+                  definition: { name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: tool.inputSchema }
+                }
+                tools.push(host)
+                byName.set(name, host)
+              }
+            }
+            if (tools.length === 0) return undefined
+            return {
+              app,
+              tools,
+              byName,
+              maxRounds: appConfig?.maxHostToolRounds ?? DEFAULT_MAX_HOST_TOOL_ROUNDS,
+              maxResultBytes: appConfig?.maxHostToolResultBytes ?? DEFAULT_MAX_HOST_TOOL_RESULT_BYTES
+            }
+          }
+        )
+      }
+
       const offer = (app: string, model: string, request: CanonicalRequest): Effect.Effect<Offer | undefined, GatewayError> =>
         Effect.suspend(() => {
           const appConfig = config.apps[app]
@@ -216,41 +283,14 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
           const directory = servers.appDirectory(app)
           // an agent granting nothing, or tool_choice none: no host tools (the directory is still the app's)
           if (request.toolChoice.type === "none" || (agentPatterns !== undefined && agentPatterns.length === 0)) return Effect.as(directory, undefined)
-          const wanted = serversOf(patterns).filter((name) => agentPatterns === undefined || serversOf(agentPatterns).includes(name))
-          return Effect.zipRight(
-            directory,
-            Effect.map(
-              Effect.forEach(wanted, (name) => Effect.map(servers.tools(name, app), (tools) => ({ name, tools })), { concurrency: "unbounded" }),
-              (listed): Offer | undefined => {
-                const tools: Array<HostTool> = []
-                const byName = new Map<string, HostTool>()
-                for (const { name: server, tools: serverTools } of listed) {
-                  for (const tool of serverTools) {
-                    if (!grants(patterns, server, tool.name)) continue
-                    if (agentPatterns !== undefined && !grants(agentPatterns, server, tool.name)) continue
-                    const name = exposedName(server, tool.name)
-                    if (byName.has(name)) continue
-                    const host: HostTool = {
-                      name,
-                      server,
-                      tool: tool.name,
-                      definition: { name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: tool.inputSchema }
-                    }
-                    tools.push(host)
-                    byName.set(name, host)
-                  }
-                }
-                if (tools.length === 0) return undefined
-                return {
-                  app,
-                  tools,
-                  byName,
-                  maxRounds: appConfig?.maxHostToolRounds ?? DEFAULT_MAX_HOST_TOOL_ROUNDS,
-                  maxResultBytes: appConfig?.maxHostToolResultBytes ?? DEFAULT_MAX_HOST_TOOL_RESULT_BYTES
-                }
-              }
-            )
-          )
+          return Effect.zipRight(directory, listOffer(app, patterns, agentPatterns))
+        })
+
+      const offerAll = (app: string): Effect.Effect<Offer | undefined, GatewayError> =>
+        Effect.suspend(() => {
+          const patterns = config.apps[app]?.hostTools ?? []
+          if (patterns.length === 0) return Effect.succeed(undefined)
+          return Effect.zipRight(servers.appDirectory(app), listOffer(app, patterns, undefined))
         })
 
       /** Whether a name is shaped as a host tool of a configured server (`<server>__...`). */
@@ -284,6 +324,17 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
         usage.recordHostCall(call)
       }
 
+      /** Call a host tool on its server, counted per server, tool and outcome with its latency. */
+      const callHost = (offer: Offer, host: HostTool, args: Record<string, unknown>, onProgress?: (progress: Progress) => void): Effect.Effect<CallOutcome> =>
+        Effect.suspend(() => {
+          const t0 = performance.now()
+          return Effect.map(servers.call(host.server, offer.app, host.tool, args, onProgress), (outcome) => {
+            const counted: HostCallOutcome = outcome._tag === "Failed" ? (outcome.timedOut ? "timeout" : "failed") : outcome.result.isError === true ? "error" : "ok"
+            count({ app: offer.app, server: host.server, tool: host.tool, outcome: counted, latencyMs: performance.now() - t0 })
+            return outcome
+          })
+        })
+
       const errorResult = (callId: string, name: string, text: string): ToolResultPart => ({ type: "tool_result", callId, name, content: [{ type: "text", text }], isError: true })
 
       const call = (offer: Offer, toolCall: ToolCall): Effect.Effect<ToolResultPart> =>
@@ -299,15 +350,9 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
             count({ app: offer.app, server: host.server, tool: host.tool, outcome: "error", latencyMs: 0 })
             return Effect.succeed(errorResult(toolCall.id, toolCall.name, "The arguments are not a JSON object; call the tool again with a JSON object of its parameters."))
           }
-          const t0 = performance.now()
-          return Effect.map(servers.call(host.server, offer.app, host.tool, args), (outcome): ToolResultPart => {
-            const latencyMs = performance.now() - t0
-            if (outcome._tag === "Failed") {
-              count({ app: offer.app, server: host.server, tool: host.tool, outcome: outcome.timedOut ? "timeout" : "failed", latencyMs })
-              return errorResult(toolCall.id, toolCall.name, `The tool call failed: ${outcome.reason}.`)
-            }
+          return Effect.map(callHost(offer, host, args), (outcome): ToolResultPart => {
+            if (outcome._tag === "Failed") return errorResult(toolCall.id, toolCall.name, `The tool call failed: ${outcome.reason}.`)
             const isError = outcome.result.isError === true
-            count({ app: offer.app, server: host.server, tool: host.tool, outcome: isError ? "error" : "ok", latencyMs })
             return {
               type: "tool_result",
               callId: toolCall.id,
@@ -318,7 +363,12 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
           })
         })
 
-      return HostTools.of({ appHasHostTools, offer, apply, call })
+      const callTool = (offer: Offer, host: HostTool, args: Record<string, unknown>, onProgress?: (progress: Progress) => void): Effect.Effect<CallToolResult> =>
+        Effect.map(callHost(offer, host, args, onProgress), (outcome): CallToolResult =>
+          outcome._tag === "Failed" ? { content: [{ type: "text", text: `The tool call failed: ${outcome.reason}.` }], isError: true } : capResult(outcome.result, offer.maxResultBytes)
+        )
+
+      return HostTools.of({ appHasHostTools, offer, apply, call, offerAll, callTool })
     })
   )
 }

@@ -3,7 +3,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Settings, type ToolServerConfig } from "../../Config.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
-import { Connection, type CallOutcome, type ServerTool } from "./Connection.js"
+import { Connection, type CallOutcome, type Progress, type ServerTool } from "./Connection.js"
 
 /**
  * The MCP servers the operator configured (`toolServers`), connected by this replica itself: the
@@ -22,7 +22,7 @@ export interface ServerStatus {
   readonly reason?: string
 }
 
-export type { CallOutcome }
+export type { CallOutcome, Progress }
 
 export class ToolServers extends Context.Tag("gateway/ToolServers")<
   ToolServers,
@@ -37,8 +37,11 @@ export class ToolServers extends Context.Tag("gateway/ToolServers")<
      * when it has none by then.
      */
     readonly tools: (server: string, app: string) => Effect.Effect<ReadonlyArray<ServerTool>, GatewayError>
-    /** Call a tool on the server (the app's process for a per-app server); interruptible, never fails. */
-    readonly call: (server: string, app: string, tool: string, args: Record<string, unknown>) => Effect.Effect<CallOutcome>
+    /**
+     * Call a tool on the server (the app's process for a per-app server); interruptible, never fails.
+     * `onProgress` gets the server's progress notifications for this call.
+     */
+    readonly call: (server: string, app: string, tool: string, args: Record<string, unknown>, onProgress?: (progress: Progress) => void) => Effect.Effect<CallOutcome>
     readonly status: () => ReadonlyArray<ServerStatus>
     /** Called whenever a connection's tool list changes, or it comes up or goes down. Returns the unsubscribe. */
     readonly onChange: (listener: () => void) => () => void
@@ -112,11 +115,11 @@ export class ToolServers extends Context.Tag("gateway/ToolServers")<
           )
         })
 
-      const call = (name: string, app: string, tool: string, args: Record<string, unknown>): Effect.Effect<CallOutcome> =>
+      const call = (name: string, app: string, tool: string, args: Record<string, unknown>, onProgress?: (progress: Progress) => void): Effect.Effect<CallOutcome> =>
         Effect.matchEffect(connectionFor(name, app), {
           onFailure: () => Effect.succeed<CallOutcome>({ _tag: "Failed", reason: "the tool server is not configured", timedOut: false }),
           onSuccess: (connection) =>
-            Effect.promise((signal) => connection.call(tool, args, signal))
+            Effect.promise((signal) => connection.call(tool, args, signal, onProgress))
         })
 
       const status = (): ReadonlyArray<ServerStatus> => {
