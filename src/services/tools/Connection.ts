@@ -2,6 +2,7 @@ import { Client, StreamableHTTPClientTransport, type CallToolResult, type Tool }
 import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/client/stdio"
 import { Redacted } from "effect"
 import type { ToolServerConfig } from "../../Config.js"
+import { mcpFetch, type McpFetch } from "./McpFetch.js"
 
 /**
  * One live MCP session with one tool server (or, for a `perApp` server, with one app's process of
@@ -68,6 +69,8 @@ export class Connection {
   private closed = false
   /** bumps on every (re)connect: a late event of an old client is ignored */
   private generation = 0
+  /** an HTTP server's requests: one keep-alive pool for the connection's life, reconnects included */
+  private fetch: McpFetch | undefined
 
   constructor(
     /** `search`, or `files@team-a` for a per-app process */
@@ -95,7 +98,8 @@ export class Connection {
     if (config.url !== undefined) {
       const headers: Record<string, string> = {}
       for (const [name, value] of Object.entries(config.headers ?? {})) headers[name] = Redacted.value(value)
-      return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers } })
+      this.fetch ??= mcpFetch()
+      return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers }, fetch: this.fetch })
     }
     const [command, ...args] = config.command ?? []
     const env: Record<string, string> = { ...getDefaultEnvironment() }
@@ -226,5 +230,6 @@ export class Connection {
     this.client = undefined
     this.changed.resolve()
     if (client !== undefined) await client.close().catch(() => undefined)
+    await this.fetch?.close().catch(() => undefined)
   }
 }

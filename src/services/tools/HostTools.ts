@@ -186,10 +186,12 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
           // an agent granting nothing, or tool_choice none: no host tools (the directory is still the app's)
           if (request.toolChoice.type === "none" || (agentPatterns !== undefined && agentPatterns.length === 0)) return Effect.as(directory, undefined)
           const wanted = serversOf(patterns).filter((name) => agentPatterns === undefined || serversOf(agentPatterns).includes(name))
+          const listOf = (name: string) => Effect.map(servers.tools(name, app), (tools) => ({ name, tools }))
           return Effect.zipRight(
             directory,
             Effect.map(
-              Effect.forEach(wanted, (name) => Effect.map(servers.tools(name, app), (tools) => ({ name, tools })), { concurrency: "unbounded" }),
+              // one server (the usual app) is listed in this fiber: a concurrent forEach forks a child fiber even for one
+              wanted.length === 1 ? Effect.map(listOf(wanted[0]), (one) => [one]) : Effect.forEach(wanted, listOf, { concurrency: "unbounded" }),
               (listed): Offer | undefined => {
                 const tools: Array<HostTool> = []
                 const byName = new Map<string, HostTool>()
