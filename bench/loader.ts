@@ -28,9 +28,21 @@ export interface LoadJob {
    * (an answer cannot be told apart by its body): a mix of requests, as bench/routing.ts sends.
    */
   readonly bodies?: ReadonlyArray<string>
+  /** with `bodies`: headers of each body's requests, over `headers` (bench/hosttools.ts: one body, two keys) */
+  readonly headersPerBody?: ReadonlyArray<Readonly<Record<string, string>>>
+  /** with `bodies` and 1 connection: `perBody` also holds every answer's time, in order */
+  readonly keepTimes?: boolean
   readonly connections: number
   readonly seconds?: number
   readonly amount?: number
+  /**
+   * Paced instead of as fast as the connections allow: `amount` requests (`body` only), one every
+   * 1/rate s whatever the answers do (an open loop; at most `connections` in flight, the rest queue
+   * in the client). Two request kinds paced alike load the server alike, however long each takes
+   * (bench/hosttools.ts). Node's http client, not autocannon (whose rate limit sends each second's
+   * share in a burst).
+   */
+  readonly rate?: number
   /** undefined: any 2xx answer counts */
   readonly check?: CheckSpec
 }
@@ -52,7 +64,7 @@ export interface LoadResult {
   readonly mean: number
   readonly seconds: number
   readonly statusCodes: Record<string, number>
-  readonly perBody?: ReadonlyArray<{ readonly n: number; readonly p50: number; readonly p99: number; readonly mean: number }>
+  readonly perBody?: ReadonlyArray<{ readonly n: number; readonly p50: number; readonly p90: number; readonly p99: number; readonly mean: number; readonly times?: ReadonlyArray<number> }>
   readonly firstProblem?: string
 }
 
@@ -120,6 +132,8 @@ const runLoad = (autocannon: Autocannon, job: LoadJob): Promise<LoadResult> =>
     // per-body latencies only with 1 connection: answers then come back in the order of the bodies
     const cycle = job.connections === 1 ? (job.bodies?.length ?? 1) : 1
     const perBody: Array<Array<number>> = Array.from({ length: cycle }, () => [])
+    /** with keepTimes: every answer's time per body, in order (NaN for a non-2xx one, so the k-th of each body pair up) */
+    const timesPerBody: Array<Array<number>> = Array.from({ length: cycle }, () => [])
     let answers = 0
     /** status of the answer being checked: autocannon reports it just before it checks the body */
     let status = 0
@@ -133,7 +147,7 @@ const runLoad = (autocannon: Autocannon, job: LoadJob): Promise<LoadResult> =>
         method: job.method,
         headers: job.headers,
         ...(job.body !== undefined ? { body: job.body } : {}),
-        ...(job.bodies !== undefined ? { requests: job.bodies.map((body) => ({ body })) } : {}),
+        ...(job.bodies !== undefined ? { requests: job.bodies.map((body, i) => ({ body, ...(job.headersPerBody?.[i] !== undefined ? { headers: job.headersPerBody[i] } : {}) })) } : {}),
         connections: job.connections,
         pipelining: 1,
         ...(job.amount !== undefined ? { amount: job.amount } : { duration: job.seconds ?? 1 }),
@@ -183,9 +197,9 @@ const runLoad = (autocannon: Autocannon, job: LoadJob): Promise<LoadResult> =>
           statusCodes,
           ...(cycle > 1
             ? {
-                perBody: perBody.map((xs) => {
+                perBody: perBody.map((xs, k) => {
                   const s = Float64Array.from(xs).sort()
-                  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length) }
+                  return { n: s.length, p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length), ...(job.keepTimes === true ? { times: timesPerBody[k] } : {}) }
                 })
               }
             : {}),
@@ -206,6 +220,7 @@ const runLoad = (autocannon: Autocannon, job: LoadJob): Promise<LoadResult> =>
       lastAnswer = performance.now()
       const which = answers++ % cycle
       status = code
+      if (cycle > 1 && job.keepTimes === true) timesPerBody[which].push(code >= 200 && code < 300 ? ms : Number.NaN)
       if (status < 200 || status >= 300) {
         if (firstProblem === undefined) firstProblem = `status ${status}`
         return
@@ -218,6 +233,119 @@ const runLoad = (autocannon: Autocannon, job: LoadJob): Promise<LoadResult> =>
       times[n++] = ms
       if (cycle > 1) perBody[which].push(ms)
     })
+  })
+
+// --- paced load ------------------------------------------------------------------------------
+
+const runPaced = (job: LoadJob & { readonly rate: number }): Promise<LoadResult> =>
+  new Promise((resolve) => {
+    const target = new URL(job.url)
+    const agent = new http.Agent({ keepAlive: true, maxSockets: job.connections })
+    const body = Buffer.from(job.body ?? "")
+    const amount = job.amount ?? Math.max(1, Math.round(job.rate * (job.seconds ?? 1)))
+    const times: Array<number> = []
+    const statusCodes: Record<string, number> = {}
+    let sent = 0
+    let ended = 0
+    let ok = 0
+    let non2xx = 0
+    let mismatches = 0
+    let socketErrors = 0
+    let firstProblem: string | undefined
+    const started = performance.now()
+    let lastAnswer = started
+    let timer: NodeJS.Timeout | undefined
+    const finish = () => {
+      clearTimeout(timer)
+      clearTimeout(cap)
+      agent.destroy()
+      const sorted = Float64Array.from(times).sort()
+      const seconds = Math.max(0.001, (lastAnswer - started) / 1000)
+      const lost = amount - ended
+      resolve({
+        ok,
+        sent,
+        non2xx,
+        mismatches,
+        socketErrors,
+        timeouts: 0,
+        lost,
+        errors: non2xx + mismatches + socketErrors + lost,
+        perSecond: ok / seconds,
+        p50: percentile(sorted, 50),
+        p99: percentile(sorted, 99),
+        mean: sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length),
+        seconds,
+        statusCodes,
+        ...(firstProblem !== undefined ? { firstProblem } : {})
+      })
+    }
+    const cap = setTimeout(() => {
+      if (firstProblem === undefined) firstProblem = `${amount - ended} requests unanswered ${AMOUNT_JOB_CAP_S} s after the last was due`
+      finish()
+    }, (amount / job.rate + AMOUNT_JOB_CAP_S) * 1000)
+    const one = () => {
+      sent++
+      const t0 = performance.now()
+      let counted = false
+      const done = () => {
+        if (counted) return false
+        counted = true
+        ended++
+        lastAnswer = performance.now()
+        return true
+      }
+      const after = () => {
+        if (ended === amount) finish()
+      }
+      const req = http.request(
+        { host: target.hostname, port: target.port, path: `${target.pathname}${target.search}`, method: job.method, headers: { ...job.headers, "content-length": String(body.length) }, agent },
+        (res) => {
+          res.setEncoding("utf8")
+          let text = ""
+          res.on("data", (d: string) => (text += d))
+          res.on("end", () => {
+            if (!done()) return
+            const code = res.statusCode ?? 0
+            statusCodes[code] = (statusCodes[code] ?? 0) + 1
+            if (code < 200 || code >= 300) {
+              non2xx++
+              if (firstProblem === undefined) firstProblem = `status ${code}: ${text.slice(0, 300)}`
+            } else {
+              const problem = job.check !== undefined ? problemOf(job.check, text) : undefined
+              if (problem !== undefined) {
+                mismatches++
+                if (firstProblem === undefined) firstProblem = `${problem}: ${text.slice(0, 300)}`
+              } else {
+                ok++
+                times.push(performance.now() - t0)
+              }
+            }
+            after()
+          })
+          res.on("error", (e) => {
+            if (!done()) return
+            socketErrors++
+            if (firstProblem === undefined) firstProblem = `response error: ${e.message}`
+            after()
+          })
+        }
+      )
+      req.on("error", (e) => {
+        if (!done()) return
+        socketErrors++
+        if (firstProblem === undefined) firstProblem = `request error: ${e.message}`
+        after()
+      })
+      req.end(body)
+    }
+    // every request is due at started + k / rate: send those due, sleep until the next
+    const tick = () => {
+      const due = Math.min(amount, Math.floor(((performance.now() - started) * job.rate) / 1000) + 1)
+      while (sent < due) one()
+      if (sent < amount) timer = setTimeout(tick, Math.max(0, (sent * 1000) / job.rate - (performance.now() - started)))
+    }
+    tick()
   })
 
 // --- held streams ------------------------------------------------------------------------------
@@ -330,7 +458,8 @@ const runHold = (id: number, job: HoldJob) => {
 const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon
 process.on("message", (message: ToLoader) => {
   if (message.type === "load") {
-    runLoad(autocannon, message.job).then(
+    const job = message.job
+    ;(job.rate !== undefined ? runPaced({ ...job, rate: job.rate }) : runLoad(autocannon, job)).then(
       (result) => send({ type: "result", id: message.id, result }),
       (e: unknown) => send({ type: "failed", id: message.id, message: e instanceof Error ? e.message : String(e) })
     )

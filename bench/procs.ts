@@ -72,7 +72,7 @@ let built = false
 export const compileBench = () => {
   if (built) return buildDir
   fs.mkdirSync(buildDir, { recursive: true })
-  for (const name of ["protocols", "upstream", "passthrough", "loader", "heapmeter", "floor"]) {
+  for (const name of ["protocols", "upstream", "passthrough", "loader", "heapmeter", "floor", "hostupstream", "mcpfake"]) {
     const source = fs.readFileSync(path.join(repoRoot, "bench", `${name}.ts`), "utf8")
     const out = ts.transpileModule(source, { fileName: `${name}.ts`, compilerOptions: { module: ts.ModuleKind.ES2022, target: ts.ScriptTarget.ES2022 } })
     // write then rename: another bench run may be starting these very files right now
@@ -154,7 +154,7 @@ export const startServer = (
 /** a server from bench/.build (plain node, no tsx) */
 export const startBenchServer = (
   name: string,
-  file: "upstream" | "passthrough" | "floor",
+  file: "upstream" | "passthrough" | "floor" | "hostupstream" | "mcpfake",
   args: ReadonlyArray<string> = [],
   options: { readonly nodeArgs?: ReadonlyArray<string>; readonly env?: Readonly<Record<string, string>> } = {}
 ) =>

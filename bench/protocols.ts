@@ -12,6 +12,12 @@ export const STREAM_TEXT = CHUNK_TEXTS.join("")
 /** the text of the held (slow) stream's keep-alive chunks, removed before comparing */
 export const HOLD_TICK_TEXT = "."
 
+/** `--host-tools` (bench/hosttools.ts): what the model asks the fake MCP server's `lookup` tool */
+export const LOOKUP_QUERY = "weather in Paris"
+/** ...and what the tool answers: the query and ~170 bytes of fixed text */
+export const lookupText = (query: string) =>
+  `Result for "${query}": the weather in Paris is mild today, 18 degrees Celsius with light wind from the west and a few clouds in the afternoon; no rain is expected before the evening.`
+
 export type Protocol = "chat" | "responses" | "messages" | "gemini"
 
 export interface Message {

@@ -20,6 +20,13 @@
  *   --routing    only the cost of routing (bench/routing.ts): CPU per request of a plain alias against
  *                a weighted alias over 2 targets, the same with conversation affinity, least-busy and
  *                lowest-latency, in alternated rounds (target: weighted <= 1.1x plain)
+ *   --host-tools only the cost of a host tool call (bench/hosttools.ts): a request whose model calls a
+ *                host tool of a local fake MCP server once (two model calls + one host call) against the
+ *                same request for an app without host tools (one model call), in alternated rounds:
+ *                CPU and allocation per request, CPU per host call (target: <= 0.5x one model call's),
+ *                added latency
+ *   --host-tools-era 2025   the same with a fake MCP server that speaks only the 2025 revision (the
+ *                default: the 2026-07-28 one)
  *   --gateway-node-flags "<flags>"   the comparison gains `gateway chat (flags)`: the chat-completions
  *                gateway run with these node flags (e.g. "--max-semi-space-size=32"), measured in the
  *                same interleaved rounds as the rest (an A/B of a V8 lever within one run)
@@ -34,12 +41,15 @@ import { closeLoader } from "./procs.js"
 import { runLimitsBench, type LimitsBenchReport } from "./limits.js"
 import { runPostgresBench, type PostgresBenchReport } from "./postgres.js"
 import { routingSettings, runRoutingBench, type RoutingBenchReport } from "./routing.js"
+import { hostToolsSettings, runHostToolsBench, type HostToolsBenchReport } from "./hosttools.js"
 import { runSoak, soakSettings, type SoakReport } from "./soak.js"
 
 const argv = process.argv.slice(2)
-const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres", "--limits", "--routing", "--gateway-node-flags"]
+const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres", "--limits", "--routing", "--host-tools", "--host-tools-era", "--gateway-node-flags"]
 /** `--soak-seconds N` (or `--soak-seconds=N`) */
 let soakSeconds: number | undefined
+/** `--host-tools-era 2025` (or `=2025`): the fake MCP server speaks only the 2025 revision */
+let hostToolsEra: "2026" | "2025" | undefined
 /** `--gateway-node-flags "<flags>"` (or `--gateway-node-flags=<flags>`): split on whitespace */
 let gatewayNodeFlags: ReadonlyArray<string> | undefined
 for (let i = 0; i < argv.length; i++) {
@@ -52,6 +62,15 @@ for (let i = 0; i < argv.length; i++) {
       process.exit(2)
     }
     gatewayNodeFlags = flags
+    continue
+  }
+  if (a === "--host-tools-era" || a.startsWith("--host-tools-era=")) {
+    const value = a.includes("=") ? a.slice(a.indexOf("=") + 1) : argv[++i]
+    if (value !== "2026" && value !== "2025") {
+      process.stderr.write(`--host-tools-era needs 2026 (the 2026-07-28 revision, the default) or 2025 (got ${value})\n`)
+      process.exit(2)
+    }
+    hostToolsEra = value
     continue
   }
   if (a === "--soak-seconds" || a.startsWith("--soak-seconds=")) {
@@ -80,7 +99,9 @@ const postgresOnly = argv.includes("--postgres")
 const limitsOnly = argv.includes("--limits")
 /** `--routing`: only the cost of routing */
 const routingOnly = argv.includes("--routing")
-const comparison = !postgresOnly && !limitsOnly && !routingOnly && !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
+/** `--host-tools`: only the cost of a host tool call */
+const hostToolsOnly = argv.includes("--host-tools") || hostToolsEra !== undefined
+const comparison = !postgresOnly && !limitsOnly && !routingOnly && !hostToolsOnly && !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
 const seconds = quick ? 2 : 4
 const rounds = quick ? 1 : 3
 const startedAt = new Date()
@@ -189,10 +210,12 @@ let soakReport: SoakReport | undefined
 let postgresReport: PostgresBenchReport | undefined
 let limitsReport: LimitsBenchReport | undefined
 let routingReport: RoutingBenchReport | undefined
+let hostToolsReport: HostToolsBenchReport | undefined
 try {
   if (postgresOnly) postgresReport = await runPostgresBench({ seconds: quick ? 2 : 4, rounds: quick ? 1 : 3 }, log)
   if (limitsOnly) limitsReport = await runLimitsBench({ seconds: quick ? 2 : 4, rounds: quick ? 2 : 10 }, log)
   if (routingOnly) routingReport = await runRoutingBench(routingSettings(quick), log)
+  if (hostToolsOnly) hostToolsReport = await runHostToolsBench(hostToolsSettings(quick, hostToolsEra), log)
   if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer"), ...(gatewayNodeFlags !== undefined ? { gatewayNodeFlags } : {}) }, log)
   if (existing) await existingScenarios()
   // a quick run has a 1-minute soak unless told otherwise
@@ -212,9 +235,10 @@ if (soakReport !== undefined) process.stdout.write(`\n${soakReport.text}\n`)
 if (postgresReport !== undefined) process.stdout.write(`\nstorage backends${quick ? " (quick)" : ""}\n\n${postgresReport.table}\n`)
 if (limitsReport !== undefined) process.stdout.write(`\nrate limits and budgets${quick ? " (quick)" : ""}\n\n${limitsReport.table}\n`)
 if (routingReport !== undefined) process.stdout.write(`\nrouting: CPU per request of routed aliases against a plain one${quick ? " (quick)" : ""}\n\n${routingReport.table}\n`)
+if (hostToolsReport !== undefined) process.stdout.write(`\nhost tools: a request with one host call against the same request without host tools${quick ? " (quick)" : ""}\n\n${hostToolsReport.table}\n`)
 const out = path.join(repoRoot, "bench/results")
 fs.mkdirSync(out, { recursive: true })
 const file = path.join(out, `${startedAt.toISOString().replace(/[:.]/g, "-")}.json`)
-fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null, limits: limitsReport ? { rows: limitsReport.rows, targets: limitsReport.targets, falseRefusals: limitsReport.falseRefusals, overload: limitsReport.overload, work: limitsReport.work, deterministic: limitsReport.deterministic, rounds: limitsReport.rounds } : null, routing: routingReport ? { settings: routingReport.settings, rows: routingReport.rows, targets: routingReport.targets, work: routingReport.work, deterministic: routingReport.deterministic, rounds: routingReport.rounds } : null }, null, 2))
+fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null, limits: limitsReport ? { rows: limitsReport.rows, targets: limitsReport.targets, falseRefusals: limitsReport.falseRefusals, overload: limitsReport.overload, work: limitsReport.work, deterministic: limitsReport.deterministic, rounds: limitsReport.rounds } : null, routing: routingReport ? { settings: routingReport.settings, rows: routingReport.rows, targets: routingReport.targets, work: routingReport.work, deterministic: routingReport.deterministic, rounds: routingReport.rounds } : null, hostTools: hostToolsReport ? (({ table: _table, ...rest }) => rest)(hostToolsReport) : null }, null, 2))
 process.stdout.write(`\nwrote ${path.relative(repoRoot, file)}\n`)
 process.exit(0)

@@ -2,6 +2,7 @@ import { Client, SdkErrorCode, StreamableHTTPClientTransport, type CallToolResul
 import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/client/stdio"
 import { Redacted } from "effect"
 import type { ToolServerConfig } from "../../Config.js"
+import { mcpFetch, type McpFetch } from "./McpFetch.js"
 
 /**
  * One live MCP session with one tool server (or, for a `perApp` server, with one app's process of
@@ -89,6 +90,8 @@ export class Connection {
   private lastAttempt = 0
   /** bumps on every (re)connect: a late event of an old client is ignored */
   private generation = 0
+  /** an HTTP server's requests: one keep-alive pool for the connection's life, reconnects included */
+  private fetch: McpFetch | undefined
 
   constructor(
     /** `search`, or `files@team-a` for a per-app process */
@@ -119,9 +122,11 @@ export class Connection {
       // every request of the session watched: a server gone (the fetch fails) or restarted (404 to
       // a request with a session id: it no longer knows the session) means a new session, which
       // the SDK's client does not open itself
+      this.fetch ??= mcpFetch()
+      const send = this.fetch
       const watched: FetchLike = async (url, init) => {
         try {
-          const response = await fetch(url, init)
+          const response = await send(url, init)
           if (response.status === 404 && new Headers(init?.headers).has("mcp-session-id")) this.lost(generation)
           return response
         } catch (error) {
@@ -302,5 +307,6 @@ export class Connection {
     this.client = undefined
     this.changed.resolve()
     await Promise.all([...this.live.keys()].map((client) => this.dispose(client)))
+    await this.fetch?.close().catch(() => undefined)
   }
 }

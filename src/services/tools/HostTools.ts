@@ -239,8 +239,10 @@ export class HostTools extends Context.Tag("gateway/HostTools")<
       const listOffer = (app: string, patterns: ReadonlyArray<string>, agentPatterns: ReadonlyArray<string> | undefined): Effect.Effect<Offer | undefined, GatewayError> => {
         const appConfig = config.apps[app]
         const wanted = serversOf(patterns).filter((name) => agentPatterns === undefined || serversOf(agentPatterns).includes(name))
+        const listOf = (name: string) => Effect.map(servers.tools(name, app), (tools) => ({ name, tools }))
         return Effect.map(
-          Effect.forEach(wanted, (name) => Effect.map(servers.tools(name, app), (tools) => ({ name, tools })), { concurrency: "unbounded" }),
+          // one server (the usual app) is listed in this fiber: a concurrent forEach forks a child fiber even for one
+          wanted.length === 1 ? Effect.map(listOf(wanted[0]), (one) => [one]) : Effect.forEach(wanted, listOf, { concurrency: "unbounded" }),
           (listed): Offer | undefined => {
             const tools: Array<HostTool> = []
             const byName = new Map<string, HostTool>()

@@ -149,7 +149,10 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
 
       const runHostCalls = (offer: Offer, calls: ReadonlyArray<ToolCall>, facts: LoopFacts) =>
         Effect.tap(
-          Effect.forEach(calls, (call) => hostTools.call(offer, call), { concurrency: "unbounded" }),
+          // one call (the usual turn) runs in this fiber: a concurrent forEach forks a child fiber even for one
+          calls.length === 1
+            ? Effect.map(hostTools.call(offer, calls[0]), (result) => [result])
+            : Effect.forEach(calls, (call) => hostTools.call(offer, call), { concurrency: "unbounded" }),
           () => Effect.sync(() => void (facts.hostCalls += calls.length))
         )
 
