@@ -261,7 +261,7 @@ describe("uploads that end early leave nothing behind", () => {
       await sleep(i % 3)
       second.request.destroy()
       // the gateway removes it as it notices the close (give it time on a loaded machine); a leak stays
-      await until("no temporary file", () => tempFiles(gw.dataDir).length === 0, 1_000).catch(() => undefined)
+      await until("no temporary file", () => tempFiles(gw.dataDir).length === 0, 5_000).catch(() => undefined)
       const left = tempFiles(gw.dataDir)
       leftovers += left.length
       for (const name of left) fs.rmSync(path.join(gw.dataDir, "files", name), { force: true })
