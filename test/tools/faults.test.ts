@@ -12,6 +12,7 @@
  * - `/readyz`, `/gateway/status` and `/gateway/metrics` show each server's state and tool count,
  *   never its URL or headers.
  */
+import { until } from "../files/uploadWire.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { chatJson, startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
 import { startFaultyMcpServer, type FaultyMcpServer } from "../support/FaultyMcpServer.js"
@@ -24,16 +25,9 @@ const ADMIN = "admin-key-0123456789"
 const HEADER_SECRET = "Bearer tool-header-secret-5f1e"
 const QUERY_SECRET = "query-secret-77ab"
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-/** Poll `check` every 100 ms until it holds (bounded: a failure names what never came). */
-const eventually = async (what: string, check: () => Promise<boolean>, ms = 15_000) => {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for: ${what}`)
-    await sleep(100)
-  }
-}
+/** Poll until `check` holds (a generous bound: a failure names what never came). */
+const eventually = (what: string, check: () => boolean | Promise<boolean>, ms = 15_000) => until(what, check, ms)
 
 interface ChatMessage {
   readonly role: string

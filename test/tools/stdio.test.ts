@@ -12,6 +12,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { until } from "../files/uploadWire.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { chatJson, startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
@@ -25,15 +26,9 @@ const BROKEN_KEY = "sk-broken-0123456789"
 const EXITS_KEY = "sk-exits-0123456789"
 const ADMIN = "admin-key-0123456789"
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-const eventually = async (what: string, check: () => Promise<boolean> | boolean, ms = 15_000) => {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for: ${what}`)
-    await sleep(100)
-  }
-}
+/** Poll until `check` holds (a generous bound: a failure names what never came). */
+const eventually = (what: string, check: () => boolean | Promise<boolean>, ms = 15_000) => until(what, check, ms)
 
 /** Whether a process exists (a reaped child no longer does). */
 const alive = (pid: number) => {
