@@ -4,8 +4,6 @@
  * the test knows exactly who waits when it sends the next one. A gateway runs in this process on
  * a real socket; every held request is closed and the gateway stopped after the suite.
  */
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 import {
