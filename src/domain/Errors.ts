@@ -24,6 +24,10 @@ export const ErrorKind = Schema.Literal(
 )
 export type ErrorKind = typeof ErrorKind.Type
 
+/** The numbers of a context overflow, when the upstream gave them: the prompt's tokens and the model's maximum. */
+export const Overflow = Schema.Struct({ tokens: Schema.optional(Schema.Number), maximum: Schema.optional(Schema.Number) })
+export type Overflow = typeof Overflow.Type
+
 /** A refusal or failure with an HTTP status, a machine code, the field concerned and a safe message. */
 export class GatewayError extends Schema.TaggedError<GatewayError>()("GatewayError", {
   kind: ErrorKind,
@@ -45,7 +49,9 @@ export class GatewayError extends Schema.TaggedError<GatewayError>()("GatewayErr
     })
   ),
   /** false: retrying will not help before `Retry-After` (a spent budget): sent as `x-should-retry`, which the official SDKs obey */
-  shouldRetry: Schema.optional(Schema.Boolean)
+  shouldRetry: Schema.optional(Schema.Boolean),
+  /** a context overflow (code `context_length_exceeded`): each envelope words it as its clients match it */
+  overflow: Schema.optional(Overflow)
 }) {}
 
 /** A failure of the upstream provider. `retryable` failures before any output fall back to the next alias target. */
@@ -56,7 +62,9 @@ export class UpstreamError extends Schema.TaggedError<UpstreamError>()("Upstream
   retryAfter: Schema.optional(Schema.Number),
   provider: Schema.String,
   /** safe message: never the provider's own text */
-  message: Schema.String
+  message: Schema.String,
+  /** a `bad_request` that is the upstream's context overflow (its numbers parsed, never its text) */
+  overflow: Schema.optional(Overflow)
 }) {
   get retryable(): boolean {
     return this.reason !== "bad_request" && this.reason !== "auth"
@@ -89,6 +97,25 @@ export const Errors = {
     new GatewayError({ kind: "unavailable", status: 503, code: "database_unavailable", message: `${what}: the gateway's database is not answering; retry shortly`, retryAfter })
 } as const
 
+/**
+ * A prompt past the model's context window, as the gateway words it (the envelopes reword it for
+ * their clients: Messages `prompt is too long: N tokens > M maximum`, Gemini's token-count form).
+ */
+export const contextOverflow = (overflow: Overflow): GatewayError =>
+  new GatewayError({
+    kind: "invalid_request",
+    status: 400,
+    code: "context_length_exceeded",
+    message:
+      overflow.maximum !== undefined && overflow.tokens !== undefined
+        ? `This model's maximum context length is ${overflow.maximum} tokens. However, your messages resulted in ${overflow.tokens} tokens. Please reduce the length of the messages.`
+        : overflow.maximum !== undefined
+          ? `This model's maximum context length is ${overflow.maximum} tokens. Please reduce the length of the messages.`
+          : "The input exceeds the context window of this model. Please reduce the length of the messages.",
+    param: "messages",
+    overflow
+  })
+
 /** The status and kind an upstream failure is answered with. */
 export const upstreamToGateway = (e: UpstreamError): GatewayError => {
   const options = e.retryAfter !== undefined ? { retryAfter: e.retryAfter } : undefined
@@ -102,6 +129,7 @@ export const upstreamToGateway = (e: UpstreamError): GatewayError => {
     case "timeout":
       return Errors.timeout("timeout", `provider ${e.provider} did not answer in time`)
     case "bad_request":
+      if (e.overflow !== undefined) return contextOverflow(e.overflow)
       return Errors.invalidRequest("upstream_bad_request", `provider ${e.provider} refused the request${e.upstreamStatus ? ` (status ${e.upstreamStatus})` : ""}`)
     case "auth":
       return Errors.upstream("upstream_auth_failed", `provider ${e.provider} refused the gateway's credentials`)

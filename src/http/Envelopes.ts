@@ -1,4 +1,4 @@
-import type { GatewayError } from "../domain/Errors.js"
+import type { GatewayError, Overflow } from "../domain/Errors.js"
 
 /**
  * The four error envelopes (spec section 7). Each renderer turns a GatewayError into the status
@@ -59,10 +59,14 @@ const messagesType = (status: number): string => {
   }
 }
 
+/** A context overflow in the words Claude Code matches to start its recovery (compaction). */
+const messagesOverflow = (o: Overflow): string =>
+  o.tokens !== undefined && o.maximum !== undefined ? `prompt is too long: ${o.tokens} tokens > ${o.maximum} maximum` : "prompt is too long"
+
 export const renderMessages = (e: GatewayError): RenderedError => {
   const status = e.kind === "overloaded" ? 529 : e.status
   // the Messages error object has no code or param: the field is named in the message
-  const message = e.param !== undefined && !e.message.startsWith(e.param) && e.kind === "invalid_request" ? `${e.param}: ${e.message}` : e.message
+  const message = e.overflow !== undefined ? messagesOverflow(e.overflow) : e.param !== undefined && !e.message.startsWith(e.param) && e.kind === "invalid_request" ? `${e.param}: ${e.message}` : e.message
   return {
     status,
     contentType: "application/json",
@@ -81,10 +85,18 @@ const geminiStatus = (status: number): string => {
   return "INVALID_ARGUMENT"
 }
 
+/** A context overflow in the generate-content API's own form. */
+const geminiOverflow = (o: Overflow): string =>
+  o.tokens !== undefined && o.maximum !== undefined
+    ? `The input token count (${o.tokens}) exceeds the maximum number of tokens allowed (${o.maximum}).`
+    : o.maximum !== undefined
+      ? `The input token count exceeds the maximum number of tokens allowed (${o.maximum}).`
+      : "The input token count exceeds the maximum number of tokens allowed."
+
 export const geminiErrorObject = (e: GatewayError): { readonly status: number; readonly error: Record<string, unknown> } => {
   const status = e.kind === "overloaded" ? 503 : e.status
-  const error: Record<string, unknown> = { code: status, message: e.message, status: geminiStatus(status) }
-  if (e.param !== undefined && status === 400) {
+  const error: Record<string, unknown> = { code: status, message: e.overflow !== undefined ? geminiOverflow(e.overflow) : e.message, status: geminiStatus(status) }
+  if (e.param !== undefined && status === 400 && e.overflow === undefined) {
     error.details = [
       { "@type": "type.googleapis.com/google.rpc.BadRequest", fieldViolations: [{ field: e.param, description: e.message }] }
     ]

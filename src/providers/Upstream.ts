@@ -1,4 +1,4 @@
-import { UpstreamError } from "../domain/Errors.js"
+import { type Overflow, UpstreamError } from "../domain/Errors.js"
 import { Effect } from "effect"
 import type { TransportFailure, UpstreamResponse, WholeResponse } from "./HttpUpstream.js"
 import { parseJsonText } from "../domain/JsonDepth.js"
@@ -17,6 +17,38 @@ export const retryAfterOf = (response: Pick<UpstreamResponse, "headers">): numbe
   return Number.isNaN(date) ? undefined : Math.max(0, Math.ceil((date - Date.now()) / 1000))
 }
 
+const count = (text: string | undefined): number | undefined => {
+  if (text === undefined) return undefined
+  const n = Number(text.replace(/,/g, ""))
+  return Number.isSafeInteger(n) && n > 0 ? n : undefined
+}
+
+/**
+ * The numbers of a context-overflow refusal in an upstream's error text, or undefined when the text
+ * is not one: the Messages API's `prompt is too long: N tokens > M maximum`, chat completions' and
+ * Responses' `context_length_exceeded` (`maximum context length is M tokens ... resulted in N
+ * tokens`), generate-content's `The input token count (N) exceeds the maximum number of tokens
+ * allowed (M)`. Only numbers are kept: the provider's text never reaches a client.
+ */
+export const overflowOf = (text: string): Overflow | undefined => {
+  let m = /prompt is too long:\s*([\d,]+)\s*tokens\s*>\s*([\d,]+)\s*maximum/i.exec(text)
+  if (m !== null) return withNumbers(count(m[1]), count(m[2]))
+  if (/prompt is too long/i.test(text)) return {}
+  m = /input token count(?: \()?\s*([\d,]+)\)?\s*exceeds the maximum number of tokens allowed(?: \()?\s*([\d,]+)?/i.exec(text)
+  if (m !== null) return withNumbers(count(m[1]), count(m[2]))
+  if (/context_length_exceeded|maximum context length|exceeds the context window|context window exceeded|exceeds the maximum number of tokens/i.test(text)) {
+    const maximum = /maximum context length is\s*([\d,]+)/i.exec(text)
+    const tokens = /(?:resulted in|you requested)\s*([\d,]+)\s*tokens/i.exec(text)
+    return withNumbers(count(tokens?.[1]), count(maximum?.[1]))
+  }
+  return undefined
+}
+
+const withNumbers = (tokens: number | undefined, maximum: number | undefined): Overflow => ({
+  ...(tokens !== undefined ? { tokens } : {}),
+  ...(maximum !== undefined ? { maximum } : {})
+})
+
 /** Map an upstream HTTP status (and its body text, read only to spot overload) to a typed error. */
 export const statusError = (provider: string, status: number, bodyText: string, retryAfter: number | undefined): UpstreamError => {
   const base = { provider, upstreamStatus: status, ...(retryAfter !== undefined ? { retryAfter } : {}) }
@@ -26,6 +58,8 @@ export const statusError = (provider: string, status: number, bodyText: string, 
   if (status === 408 || status === 504) return new UpstreamError({ ...base, reason: "timeout", message: "timeout" })
   if (status >= 500) return new UpstreamError({ ...base, reason: "server_error", message: "server error" })
   if (status === 401 || status === 403) return new UpstreamError({ ...base, reason: "auth", message: "credentials refused" })
+  const overflow = status === 400 || status === 413 ? overflowOf(bodyText) : undefined
+  if (overflow !== undefined) return new UpstreamError({ ...base, reason: "bad_request", message: "context window exceeded", overflow })
   return new UpstreamError({ ...base, reason: "bad_request", message: "request refused" })
 }
 
