@@ -80,7 +80,7 @@ export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<Pro
   const replicas = Replicas.layer.pipe(Layer.provide(Layer.merge(database, base)))
   const toolServers = ToolServers.layer.pipe(Layer.provide(settings))
   const hostTools = HostTools.layer.pipe(Layer.provide(Layer.mergeAll(base, toolServers, usage)))
-  const loop = HostToolLoop.layer.pipe(Layer.provide(Layer.merge(runner, hostTools)))
+  const loop = HostToolLoop.layer.pipe(Layer.provide(Layer.mergeAll(runner, hostTools, settings)))
   return Layer.mergeAll(
     base,
     limits,

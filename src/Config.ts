@@ -249,6 +249,11 @@ export const GatewayConfig = Schema.Struct({
   maxTools: Schema.optionalWith(PositiveInt, { exact: true, default: () => 128 }),
   maxChoices: Schema.optionalWith(PositiveInt, { exact: true, default: () => 1 }),
   requestTimeoutMs: Schema.optionalWith(PositiveInt, { exact: true, default: () => 600_000 }),
+  /**
+   * the longest a started stream stays silent (spec rule 1.7: at most 10 s): an SSE comment, or a
+   * newline in the Gemini JSON array, whenever nothing was written for this long
+   */
+  streamKeepAliveMs: Schema.optionalWith(PositiveInt.pipe(Schema.lessThanOrEqualTo(10_000)), { exact: true, default: () => 5_000 }),
   concurrency: Schema.optionalWith(PositiveInt, { exact: true, default: () => 256 }),
   usage: Schema.optionalWith(
     Schema.Struct({

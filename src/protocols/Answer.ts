@@ -8,6 +8,7 @@ import { encodedPull, pulledBytes, streamResponse, utf8 } from "../http/Writer.j
 import type { ModelRunner, RunOptions, StartedRun } from "../services/runner/ModelRunner.js"
 import type { HostToolLoop, LoopFacts, Refinish } from "../services/tools/Loop.js"
 import { holdStructured } from "./HeldBack.js"
+import { withKeepAlive } from "./KeepAlive.js"
 import { targetName } from "../providers/Provider.js"
 
 /**
@@ -99,7 +100,7 @@ const sumUsage = (usages: ReadonlyArray<Usage>): Usage => (usages.length === 1 ?
 export const writeAnswer = (loop: HostToolLoop["Type"], spec: AnswerSpec): Effect.Effect<Reply, GatewayError, Scope.Scope> =>
   Effect.flatMap(loop.prepare(spec.run, spec.refinish), (prepared) => {
     const ready = prepared.run === spec.run ? spec : { ...spec, run: prepared.run }
-    return ready.run.request.stream ? streamed(prepared.runner, ready) : whole(prepared.runner, ready, prepared.facts)
+    return ready.run.request.stream ? streamed(prepared.runner, ready, loop.keepAliveMs) : whole(prepared.runner, ready, prepared.facts)
   })
 
 const whole = (runner: ModelRunner["Type"], spec: AnswerSpec, facts?: LoopFacts) => {
@@ -149,9 +150,10 @@ const startRuns = (runner: ModelRunner["Type"], spec: AnswerSpec, n: number): Ef
 
 /**
  * A streamed answer: every run started (its first events in hand) in the request's scope, which
- * holds the model calls open until the platform has written the body.
+ * holds the model calls open until the platform has written the body. From then on a run silent for
+ * `keepAliveMs` (config `streamKeepAliveMs`) gives a keep-alive (spec rule 1.7).
  */
-const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
+const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec, keepAliveMs: number) =>
   Effect.flatMap(startRuns(runner, spec, spec.n ?? 1), ({ held, started }): Effect.Effect<Reply, GatewayError> => {
     const encoder = spec.stream()
     const headers = { ...answerHeaders(spec, started), "content-type": encoder.contentType, "cache-control": "no-cache" }
@@ -184,7 +186,7 @@ const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
       // one run: its pull straight to the socket, no stream stages and no merge
       const event = encode(0)
       const runEnd = runEncoders[0].end
-      const body = encodedPull(runs[0].pull, {
+      const body = encodedPull(withKeepAlive(runs[0].pull, keepAliveMs), {
         start: encoder.start,
         encode: (chunk: Chunk.Chunk<ModelEvent>) => {
           let text = ""
@@ -199,7 +201,7 @@ const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec) =>
     const merged = Stream.mergeAll(
       runs.map((run, index) => {
         const runEnd = runEncoders[index].end
-        const events = Stream.map(Stream.repeatEffectChunkOption(run.pull), encode(index))
+        const events = Stream.map(Stream.repeatEffectChunkOption(withKeepAlive(run.pull, keepAliveMs)), encode(index))
         return runEnd === undefined ? events : Stream.concat(events, Stream.sync(runEnd))
       }),
       { concurrency: "unbounded" }

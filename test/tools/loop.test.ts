@@ -233,7 +233,7 @@ describe("a model call failing mid-loop", () => {
       it(`ends the answer with the protocol's error (${protocol} ${stream ? "stream, after output" : "JSON"})`, async () => {
         const client = CLIENTS[protocol]
         world.upstreams.openai.script({ text: "Let me add.", calls: [SUM] })
-        world.fakes.openai.script(OpenAiFake.openAiError(400, "This model's maximum context length was exceeded.", "invalid_request_error"))
+        world.fakes.openai.script(OpenAiFake.openAiError(400, "Invalid value for temperature.", "invalid_request_error"))
         const reply = await client.send(world.gateway.url, { model: world.upstreams.openai.model, stream })
         expect(world.upstreams.openai.bodies()).toHaveLength(2)
         if (!stream) {

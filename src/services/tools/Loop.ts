@@ -1,3 +1,4 @@
+import { Settings } from "../../Config.js"
 import { Chunk, Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, Scope } from "effect"
 import {
   addUsage,
@@ -137,6 +138,8 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
      * the runner that runs it: the loop when host tools are offered, else the plain runner.
      */
     readonly prepare: (run: RunOptions, refinish?: Refinish) => Effect.Effect<Prepared, GatewayError>
+    /** config `streamKeepAliveMs`: the longest a started stream stays silent */
+    readonly keepAliveMs: number
     /** A request as a count sees it: with the host tools this app's request to this model would be offered. */
     readonly counted: (app: string, model: string, request: CanonicalRequest) => Effect.Effect<CanonicalRequest, GatewayError>
   }
@@ -328,7 +331,7 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
       const counted = (app: string, model: string, request: CanonicalRequest) =>
         hostTools.appHasHostTools(app) ? Effect.flatMap(hostTools.offer(app, model, request), (offer) => hostTools.apply(request, offer)) : Effect.succeed(request)
 
-      return HostToolLoop.of({ prepare, counted })
+      return HostToolLoop.of({ prepare, counted, keepAliveMs: (yield* Settings).streamKeepAliveMs })
     })
   )
 }
