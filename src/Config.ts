@@ -254,6 +254,15 @@ export const GatewayConfig = Schema.Struct({
    * newline in the Gemini JSON array, whenever nothing was written for this long
    */
   streamKeepAliveMs: Schema.optionalWith(PositiveInt.pipe(Schema.lessThanOrEqualTo(10_000)), { exact: true, default: () => 5_000 }),
+  /**
+   * the Responses API over WebSocket (`GET /v1/responses` with `Upgrade: websocket`): true (default)
+   * or false (the upgrade is answered 426 at once), or its timers: `idleTimeoutMs` (no message
+   * and no response running; default 300000) and `maxConnectionMs` (a connection's lifetime; default 3600000)
+   */
+  responsesWebSocket: Schema.optionalWith(
+    Schema.Union(Schema.Boolean, Schema.Struct({ idleTimeoutMs: optionalExact(PositiveInt), maxConnectionMs: optionalExact(PositiveInt) })),
+    { exact: true, default: () => true }
+  ),
   concurrency: Schema.optionalWith(PositiveInt, { exact: true, default: () => 256 }),
   usage: Schema.optionalWith(
     Schema.Struct({

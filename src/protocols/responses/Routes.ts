@@ -1,6 +1,6 @@
 import { Effect, Either, Option } from "effect"
 import { Settings } from "../../Config.js"
-import type { CanonicalRequest } from "../../domain/Canonical.js"
+import { emptyUsage, type CanonicalRequest } from "../../domain/Canonical.js"
 import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { respondToolName, withRespondTool } from "../../domain/Structured.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
@@ -16,6 +16,7 @@ import { makeEncoder } from "./Events.js"
 import { decodedBefore, fileRefs, fileUrls, itemType, listingShape, readInput, resolveReferences, toConversation, type Item } from "./Input.js"
 import { incompleteReason, newResponseId, outputAsInput, outputItems, responseObject, type ResponseFrame } from "./Output.js"
 import { ResponsesRequest } from "./Schema.js"
+import { webSocketHandler, type Connection } from "./WebSocket.js"
 import { planToolChoice, planTools, type ToolPlan } from "./Tools.js"
 
 const decodeRequest = decodeBody(ResponsesRequest)
@@ -68,14 +69,18 @@ export const responsesRoutes = Effect.gen(function* () {
   const resolveFiles = yield* makeFileResolver
   const fetchRemote = (url: string) => remoteParts(url, { images: false })
 
-  const prepare = (ctx: RequestContext) =>
+  const prepare = (ctx: RequestContext, body: unknown, connection?: Connection) =>
     Effect.gen(function* () {
-      const wire = yield* decodeRequest(yield* ctx.json)
+      const wire = yield* decodeRequest(body)
       const refused = refusals(wire)
       if (refused !== undefined) return yield* refused
       const app = ctx.principal.app
       let history: ReadonlyArray<Item> = []
-      if (wire.previous_response_id) {
+      const last = connection?.last
+      if (wire.previous_response_id && last !== undefined && last.id === wire.previous_response_id) {
+        // the connection's own last response: found even when it was not stored
+        history = [...last.input, ...outputAsInput(last.output)]
+      } else if (wire.previous_response_id) {
         const previous = yield* store.get(app, wire.previous_response_id)
         if (Option.isNone(previous)) {
           return yield* Errors.invalidRequest("previous_response_not_found", `previous_response_id: no stored response ${wire.previous_response_id}`, {
@@ -134,7 +139,15 @@ export const responsesRoutes = Effect.gen(function* () {
     })
 
   /** Keep a finished answer: stored record (when `store`) and its items for item_reference. */
-  const keep = (ctx: RequestContext, prepared: Prepared, response: Readonly<Record<string, unknown>>, output: ReadonlyArray<Item>) =>
+  const keep = (ctx: RequestContext, prepared: Prepared, response: Readonly<Record<string, unknown>>, output: ReadonlyArray<Item>, connection?: Connection) =>
+    Effect.zipRight(
+      Effect.sync(() => {
+        if (connection !== undefined) connection.last = { id: prepared.frame.id, input: prepared.input, output }
+      }),
+      keepStored(ctx, prepared, response, output)
+    )
+
+  const keepStored = (ctx: RequestContext, prepared: Prepared, response: Readonly<Record<string, unknown>>, output: ReadonlyArray<Item>) =>
     prepared.frame.store
       ? // both may wait for the database (PostgreSQL): at the same time
         Effect.asVoid(
@@ -150,12 +163,23 @@ export const responsesRoutes = Effect.gen(function* () {
       : Effect.void
 
 
-  const create = (ctx: RequestContext) =>
+  /**
+   * A response: the POST body over HTTP, a `response.create` message over a WebSocket (then
+   * `connection` holds the connection's last response, and `generate: false` calls no model).
+   */
+  const answer = (ctx: RequestContext, body: unknown, connection?: Connection) =>
     Effect.gen(function* () {
-      const prepared = yield* prepare(ctx)
+      const prepared = yield* prepare(ctx, body, connection)
       const { frame, plan, request: canonical } = prepared
       const request = withRespondTool(canonical)
       const options = { reasoningOutput: ctx.app.reasoningOutput, parallelToolCalls: canonical.parallelToolCalls }
+      if (connection !== undefined && !connection.generate) {
+        // `generate: false` (WebSocket mode): the input is kept to chain on, no model is called
+        const response = responseObject(frame, { status: "completed", output: [], usage: emptyUsage, finish: "stop" })
+        yield* keep(ctx, prepared, response, [], connection)
+        const encoder = makeEncoder({ plan, ...options })
+        return Reply.text(encoder.start(responseObject(frame, { status: "in_progress" })) + encoder.terminal("response.completed", response), "text/event-stream; charset=utf-8")
+      }
       const safetyId = prepared.wire.safety_identifier
       const runOptions = {
         caller: callerOf(ctx, canonical.user ?? (typeof safetyId === "string" ? safetyId : undefined), prepared.wire.model),
@@ -178,7 +202,7 @@ export const responsesRoutes = Effect.gen(function* () {
           const output = outputItems(answer, plan, options)
           const status = incompleteReason(answer.finishReason) !== undefined ? "incomplete" : "completed"
           const response = responseObject(frame, { status, output, usage: answer.usage, finish: answer.finishReason })
-          return Effect.as(keep(ctx, prepared, response, output), response)
+          return Effect.as(keep(ctx, prepared, response, output, connection), response)
         },
         stream: () => {
           const encoder = makeEncoder({ plan, ...options })
@@ -192,7 +216,7 @@ export const responsesRoutes = Effect.gen(function* () {
                 const closed = encoder.close()
                 const status = incompleteReason(closed.finish) !== undefined ? "incomplete" : "completed"
                 const response = responseObject(frame, { status, output: closed.output, usage: closed.usage, finish: closed.finish })
-                return keep(ctx, prepared, response, closed.output).pipe(
+                return keep(ctx, prepared, response, closed.output, connection).pipe(
                   Effect.as(closed.frames + encoder.terminal(status === "incomplete" ? "response.incomplete" : "response.completed", response))
                 )
               }),
@@ -207,6 +231,8 @@ export const responsesRoutes = Effect.gen(function* () {
         }
       })
     })
+
+  const create = (ctx: RequestContext) => Effect.flatMap(ctx.json, (body) => answer(ctx, body))
 
   const idOf = (path: string, suffix = ""): Readonly<Record<string, string>> | undefined => {
     const match = new RegExp(`^/v1/responses/([^/]+)${suffix}$`).exec(path)
@@ -259,8 +285,11 @@ export const responsesRoutes = Effect.gen(function* () {
       })
     })
 
+  const socket = webSocketHandler(config, answer, (ctx, id) => Effect.map(store.get(ctx.principal.app, id), Option.isSome))
+
   const routes: ReadonlyArray<Route> = [
     { method: "POST", path: "/v1/responses", auth: "key", handler: create, label: "responses.create" },
+    { method: "GET", path: "/v1/responses", auth: "key", handler: socket, label: "responses.websocket" },
     { method: "GET", path: (p) => idOf(p), template: "/v1/responses/{id}", auth: "key", handler: retrieve, label: "responses.get" },
     { method: "DELETE", path: (p) => idOf(p), template: "/v1/responses/{id}", auth: "key", handler: remove, label: "responses.delete" },
     { method: "GET", path: (p) => idOf(p, "/input_items"), template: "/v1/responses/{id}/input_items", auth: "key", handler: inputItems, label: "responses.input_items" }
