@@ -45,7 +45,7 @@ describe("cost of model calls", () => {
     const expectedPlain = (plain.prompt_tokens * 1.25 + plain.completion_tokens * 10) / 1e6
     const round6 = (n: number) => Math.round(n * 1e6) / 1e6
 
-    type Totals = { requests: number; costUsd: number; unpricedCalls: number }
+    type Totals = { requests: number; costUsd: number | null; unpricedCalls: number }
     let report:
       | { totals: Totals; days: Array<{ models: Array<Totals & { model: string }>; apps: Array<Totals & { app: string }>; keys: Array<Totals & { keyId: string }> }> }
       | undefined
@@ -61,7 +61,8 @@ describe("cost of model calls", () => {
     const models = Object.fromEntries(report!.days[0].models.map((m) => [m.model, m]))
     expect(models["mock/special"]).toMatchObject({ costUsd: round6(expectedSpecial), unpricedCalls: 0 })
     expect(models["mock/plain"]).toMatchObject({ costUsd: round6(expectedPlain), unpricedCalls: 0 })
-    expect(models["free/anything"]).toMatchObject({ costUsd: 0, unpricedCalls: 1 })
+    // a group whose calls are all unpriced has no known cost: null, never 0
+    expect(models["free/anything"]).toMatchObject({ costUsd: null, unpricedCalls: 1 })
     expect(report!.days[0].apps[0]).toMatchObject({ app: "team", costUsd: round6(expectedSpecial + expectedPlain), unpricedCalls: 1 })
     // per key: the key's id (never the key)
     const keyId = `key_${createHash("sha256").update(KEY).digest("hex").slice(0, 16)}`

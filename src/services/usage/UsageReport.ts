@@ -36,8 +36,8 @@ export interface Totals {
   readonly cacheReadTokens: number
   readonly cacheWriteTokens: number
   readonly reasoningTokens: number
-  /** USD over the priced calls (to 6 decimals) */
-  readonly costUsd: number
+  /** USD over the priced calls (to 6 decimals); null when the group has calls and none of them is priced (never 0 for an unknown cost) */
+  readonly costUsd: number | null
   /** calls whose model has no price: their cost is unknown and not in `costUsd` */
   readonly unpricedCalls: number
 }
@@ -116,6 +116,9 @@ const DayModelPercentilesRow = Schema.Struct({ day: Schema.String, model: Schema
 /** USD to the micro-dollar */
 const round6 = (value: number) => Math.round(value * 1e6) / 1e6
 
+/** A group's cost: unknown (null) when it has calls and every one is unpriced (rollups keep 0 beside their unpriced count). */
+const costOf = (requests: number, unpriced: number, usd: number): number | null => (requests > 0 && unpriced === requests ? null : round6(usd))
+
 const totalsOf = (g: Group): Totals => ({
   requests: g.requests,
   errors: g.errors,
@@ -124,7 +127,7 @@ const totalsOf = (g: Group): Totals => ({
   cacheReadTokens: g.cache_read_tokens,
   cacheWriteTokens: g.cache_write_tokens,
   reasoningTokens: g.reasoning_tokens,
-  costUsd: round6(g.cost_usd ?? 0),
+  costUsd: costOf(g.requests, g.unpriced_calls, g.cost_usd ?? 0),
   unpricedCalls: g.unpriced_calls
 })
 
@@ -136,7 +139,7 @@ const add = (a: Totals, b: Totals): Totals => ({
   cacheReadTokens: a.cacheReadTokens + b.cacheReadTokens,
   cacheWriteTokens: a.cacheWriteTokens + b.cacheWriteTokens,
   reasoningTokens: a.reasoningTokens + b.reasoningTokens,
-  costUsd: round6(a.costUsd + b.costUsd),
+  costUsd: costOf(a.requests + b.requests, a.unpricedCalls + b.unpricedCalls, (a.costUsd ?? 0) + (b.costUsd ?? 0)),
   unpricedCalls: a.unpricedCalls + b.unpricedCalls
 })
 

@@ -190,7 +190,7 @@ for (const backend of backends) {
           ["mock/echo", 10, 0, { p50: 5, p90: 9, p99: 10 }],
           ["alias/fast", 1, 1, { p50: 0.5, p90: 0.5, p99: 0.5 }]
         ])
-        expect(report.hours).toEqual([{ hour: "1970-01-01T00", requests: 11, errors: 1, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0, costUsd: 0, unpricedCalls: 11 }])
+        expect(report.hours).toEqual([{ hour: "1970-01-01T00", requests: 11, errors: 1, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0, costUsd: null, unpricedCalls: 11 }])
       }))
 
     it.scoped("while the database refuses writes records stay buffered up to the bound (the rest counted), and are written when it is back", () =>

@@ -8,11 +8,12 @@ import { dayOf, type Percentiles, type Totals, type UsageFilter, type UsageRecor
  */
 
 type MutableTotals = { -readonly [K in keyof Totals]: number }
+type ShownTotals = Omit<MutableTotals, "costUsd"> & { costUsd: number | null }
 
 const zero = (): MutableTotals => ({ requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, reasoningTokens: 0, costUsd: 0, unpricedCalls: 0 })
 
-/** cost totals to the micro-dollar, as reported */
-const shown = (t: MutableTotals): MutableTotals => ({ ...t, costUsd: Math.round(t.costUsd * 1e6) / 1e6 })
+/** cost totals to the micro-dollar, as reported; null when every call of the group is unpriced */
+const shown = (t: MutableTotals): ShownTotals => ({ ...t, costUsd: t.requests > 0 && t.unpricedCalls === t.requests ? null : Math.round(t.costUsd * 1e6) / 1e6 })
 
 const percentiles = (values: Array<number>): Percentiles => {
   if (values.length === 0) return { p50: null, p90: null, p99: null }

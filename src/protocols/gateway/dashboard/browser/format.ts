@@ -14,7 +14,7 @@ const fmtWhen = new Intl.DateTimeFormat("en", { month: "short", day: "numeric", 
 const usd = (n: number) => (!n ? fmtUsd.format(0) : n >= 0.1 ? fmtUsd.format(n) : fmtUsdSmall.format(n));
 const usdTick = (n: number) => (n >= 1000 ? "$" + compact(n) : usd(n));
 /** a cost as far as it is known: calls without a price have an unknown cost, never shown as $0, so a cost with some is a lower bound */
-const cost = (t: Totals) => (t.unpricedCalls > 0 ? (t.costUsd > 0 ? "≥ " + usd(t.costUsd) : "unknown") : usd(t.costUsd));
+const cost = (t: Totals) => (t.costUsd === null ? "unknown" : t.unpricedCalls > 0 ? (t.costUsd > 0 ? "≥ " + usd(t.costUsd) : "unknown") : usd(t.costUsd));
 const share = (f: number) => (f <= 0 ? "0%" : f < 0.001 ? "<0.1%" : (f * 100).toFixed(f < 0.1 ? 1 : 0) + "%");
 const bytes = (n: number) => { const u = ["B", "KB", "MB", "GB", "TB"]; let i = 0; while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; } return (i === 0 ? n : n.toFixed(1)) + " " + u[i]; };
 const ms = (v: number | null) => (v === null ? "–" : v >= 1000 ? (v / 1000).toFixed(2) + " s" : Math.round(v) + " ms");

@@ -25,7 +25,8 @@ const struct = <F extends Fields>(fields: F): Decoder<Decoded<F>> => (v, at) => 
 /** an answer the page does not read */
 const ignored: Decoder<null> = () => null;
 
-const totalsFields = { requests: number, errors: number, inputTokens: number, outputTokens: number, costUsd: number, unpricedCalls: number };
+/** `costUsd` is null for a group whose calls are all unpriced */
+const totalsFields = { requests: number, errors: number, inputTokens: number, outputTokens: number, costUsd: nullable(number), unpricedCalls: number };
 type Totals = Decoded<typeof totalsFields>;
 type Sums = { -readonly [K in keyof Totals]: number };
 const SUMMED: ReadonlyArray<keyof Totals> = ["requests", "errors", "inputTokens", "outputTokens", "costUsd", "unpricedCalls"];
