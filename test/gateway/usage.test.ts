@@ -458,6 +458,14 @@ describe("where the user of a record comes from", () => {
     expect(r.totals.requests).toBe(2)
     expect(r.topUsers.map((u) => u.user).sort()).toEqual(["chat-safe", "resp-safe"])
   })
+
+  it("Claude Code's JSON metadata.user_id names the user by its account (else device), never failing the user format", async () => {
+    const userId = JSON.stringify({ device_id: "dev-1234", account_uuid: "acc-5678", session_id: "sess-1" })
+    await must("messages json user", messages(gw, KEYS.alpha, MODEL, { metadata: { user_id: userId } }))
+    await must("messages json device", messages(gw, KEYS.alpha, MODEL, { metadata: { user_id: JSON.stringify({ device_id: "dev-1234", session_id: "sess-2" }) } }))
+    const r = await report(gw, `${WIDE()}&app=alpha`)
+    expect(r.topUsers.map((u) => u.user)).toEqual(expect.arrayContaining(["acc-5678", "dev-1234"]))
+  })
 })
 
 // ---------------------------------------------------------------------------------------------
