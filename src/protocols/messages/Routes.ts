@@ -74,7 +74,7 @@ export const messagesRoutes = Effect.gen(function* () {
         finish: (hosted: CanonicalRequest) => withRespondTool(applyCaching(hosted))
       }
       const runOptions = {
-        caller: callerOf(ctx, attribution.user, wire.model),
+        caller: callerOf(ctx, attribution.user, wire.model, attribution),
         model: wire.model,
         request,
         app: ctx.app,
