@@ -6,6 +6,7 @@ import type { AnyGatewayError } from "../domain/Errors.js"
 import type { AppSettings } from "../services/routing/Catalog.js"
 import type { Principal } from "../services/keys/KeyStore.js"
 import type { Family } from "./Envelopes.js"
+import { type Attribution, attributionOf } from "./Attribution.js"
 
 /** How a route authenticates its caller. */
 export type RouteAuth =
@@ -142,9 +143,17 @@ const USER = /^[A-Za-z0-9._@:-]{1,64}$/
  * user (header `x-gateway-user`, else the request's own user field), kept only when it has the
  * format the usage filter accepts.
  */
-export const callerOf = (ctx: RequestContext, requestUser?: string | null, model?: string) => {
+export const callerOf = (ctx: RequestContext, requestUser?: string | null, model?: string, attribution: Attribution = attributionOf(ctx.headers)) => {
   if (model !== undefined) ctx.noteModel(model)
   const given = ctx.headers["x-gateway-user"] ?? requestUser ?? undefined
   const user = given !== undefined && USER.test(given) ? given : undefined
-  return { keyId: ctx.principal.keyId, protocol: ctx.family, route: ctx.route, ...(user !== undefined ? { user } : {}) }
+  return {
+    keyId: ctx.principal.keyId,
+    protocol: ctx.family,
+    route: ctx.route,
+    ...(user !== undefined ? { user } : {}),
+    ...(attribution.session !== undefined ? { session: attribution.session } : {}),
+    ...(attribution.agent !== undefined ? { agent: attribution.agent } : {}),
+    ...(attribution.parentAgent !== undefined ? { parentAgent: attribution.parentAgent } : {})
+  }
 }

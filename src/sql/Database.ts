@@ -27,6 +27,7 @@ import usageRollups from "./migrations/0016_usage_rollups.js"
 import quota from "./migrations/0017_quota.js"
 import usageKeyIndex from "./migrations/0018_usage_key_index.js"
 import hostToolCalls from "./migrations/0019_host_tool_calls.js"
+import usageAttribution from "./migrations/0020_usage_attribution.js"
 import { DatabaseUnreachable, migrationClient, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { WalSync } from "./WalSync.js"
@@ -54,7 +55,8 @@ const migrations = Migrator.fromRecord({
   "0016_usage_rollups": usageRollups,
   "0017_quota": quota,
   "0018_usage_key_index": usageKeyIndex,
-  "0019_host_tool_calls": hostToolCalls
+  "0019_host_tool_calls": hostToolCalls,
+  "0020_usage_attribution": usageAttribution
 })
 
 /** Which backend holds the gateway's state. */

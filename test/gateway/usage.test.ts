@@ -458,6 +458,14 @@ describe("where the user of a record comes from", () => {
     expect(r.totals.requests).toBe(2)
     expect(r.topUsers.map((u) => u.user).sort()).toEqual(["chat-safe", "resp-safe"])
   })
+
+  it("Claude Code's JSON metadata.user_id names the user by its account (else device), never failing the user format", async () => {
+    const userId = JSON.stringify({ device_id: "dev-1234", account_uuid: "acc-5678", session_id: "sess-1" })
+    await must("messages json user", messages(gw, KEYS.alpha, MODEL, { metadata: { user_id: userId } }))
+    await must("messages json device", messages(gw, KEYS.alpha, MODEL, { metadata: { user_id: JSON.stringify({ device_id: "dev-1234", session_id: "sess-2" }) } }))
+    const r = await report(gw, `${WIDE()}&app=alpha`)
+    expect(r.topUsers.map((u) => u.user)).toEqual(expect.arrayContaining(["acc-5678", "dev-1234"]))
+  })
 })
 
 // ---------------------------------------------------------------------------------------------
@@ -519,6 +527,35 @@ describe("batched writes and the flush at shutdown", () => {
     expect(rows).toBe(1)
     expect(Date.now() - t0).toBeLessThan(10_000)
     await gw.close()
+  })
+
+  it("usage rows carry the client's session, agent and parent agent (Claude Code and Codex headers, Claude Code's JSON user_id)", async () => {
+    const dir = dataDir()
+    const gw = await start(dir)
+    const userId = JSON.stringify({ device_id: "dev-1", account_uuid: "acc-1", session_id: "cc-sess" })
+    await must("claude code main", messages(gw, KEYS.alpha, MODEL, { metadata: { user_id: userId } }, { "x-claude-code-session-id": "cc-sess" }))
+    await must(
+      "claude code subagent",
+      messages(gw, KEYS.alpha, MODEL, { metadata: { user_id: userId }, stream: true }, { "x-claude-code-session-id": "cc-sess", "x-claude-code-agent-id": "agent-sub", "x-claude-code-parent-agent-id": "agent-main" })
+    )
+    await must("codex", responses(gw, KEYS.alpha, MODEL, {}, { "session-id": "codex-sess", "thread-id": "codex-thread" }))
+    await must("older codex", chat(gw, KEYS.alpha, MODEL, {}, { conversation_id: "old-conv" }))
+    await must("no session", chat(gw, KEYS.alpha, MODEL, {}, { "x-claude-code-session-id": "x".repeat(500) }))
+    await gw.close()
+    const db = new Database(path.join(dir, "gateway.db"), { fileMustExist: true, timeout: 2000 })
+    try {
+      const rows = (db.prepare(`SELECT protocol, "user", client_session, agent, parent_agent FROM usage ORDER BY id`) as unknown as { all(): Array<Record<string, unknown>> }).all()
+      expect(rows).toEqual([
+        { protocol: "messages", user: "acc-1", client_session: "cc-sess", agent: null, parent_agent: null },
+        { protocol: "messages", user: "acc-1", client_session: "cc-sess", agent: "agent-sub", parent_agent: "agent-main" },
+        { protocol: "openai", user: null, client_session: "codex-sess", agent: null, parent_agent: null },
+        { protocol: "openai", user: null, client_session: "old-conv", agent: null, parent_agent: null },
+        // an id over the bound is ignored, the call still recorded
+        { protocol: "openai", user: null, client_session: null, agent: null, parent_agent: null }
+      ])
+    } finally {
+      db.close()
+    }
   })
 
   it("records of the last second are written at a clean shutdown and survive a restart", async () => {

@@ -2,6 +2,7 @@ import { Effect, Either } from "effect"
 import { Settings } from "../../Config.js"
 import type { CanonicalRequest, ModelEvent } from "../../domain/Canonical.js"
 import { withRespondTool } from "../../domain/Structured.js"
+import { attributionOf } from "../../http/Attribution.js"
 import { callerOf, Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { estimateTokens, messagesCalibration } from "../../domain/TokenEstimate.js"
 import { Catalog } from "../../services/routing/Catalog.js"
@@ -62,7 +63,10 @@ export const messagesRoutes = Effect.gen(function* () {
       const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream, files, hostTool: mayNameHostTool(config, ctx.app.name) }), { onLeft: Effect.fail, onRight: Effect.succeed })
       const betas = clientBetas(ctx.headers)
       const metadataUser = typeof wire.metadata === "object" && wire.metadata !== null && "user_id" in wire.metadata ? wire.metadata.user_id : undefined
-      const conversation = typeof metadataUser === "string" && metadataUser !== "" ? { conversation: metadataUser } : {}
+      // Claude Code sends metadata.user_id as JSON ({device_id, account_uuid, session_id}): the user and session are read from it
+      const attribution = attributionOf(ctx.headers, metadataUser)
+      const conversationId = attribution.session ?? (typeof metadataUser === "string" && metadataUser !== "" ? metadataUser : undefined)
+      const conversation = conversationId !== undefined ? { conversation: conversationId } : {}
       const request = withRespondTool(betas.length === 0 ? { ...decoded.request, ...conversation } : { ...decoded.request, ...conversation, betas })
       // with host tools: added before the caching rules run, which then count them as tools that reach the model
       const refinish = {
@@ -70,7 +74,7 @@ export const messagesRoutes = Effect.gen(function* () {
         finish: (hosted: CanonicalRequest) => withRespondTool(applyCaching(hosted))
       }
       const runOptions = {
-        caller: callerOf(ctx, typeof metadataUser === "string" ? metadataUser : undefined, wire.model),
+        caller: callerOf(ctx, attribution.user, wire.model, attribution),
         model: wire.model,
         request,
         app: ctx.app,

@@ -41,6 +41,10 @@ export interface UsageRecord {
   /** which of the provider's `apiKeys` answered (absent with one key) */
   readonly keyIndex?: number
   readonly sessionId?: string
+  /** the client's own session, agent and parent agent (src/http/Attribution.ts) */
+  readonly clientSession?: string
+  readonly agent?: string
+  readonly parentAgent?: string
   /** `ok`, or the error code the call failed with */
   readonly status: string
   readonly usage: TokenUsage
@@ -56,6 +60,9 @@ export interface Caller {
   readonly user?: string
   readonly protocol: string
   readonly route: string
+  readonly session?: string
+  readonly agent?: string
+  readonly parentAgent?: string
 }
 
 const FLUSH_EVERY = "1 second"
@@ -82,6 +89,9 @@ const UsageRow = Schema.Struct({
   provider: NullableString,
   key_index: Schema.NullOr(Schema.Number),
   session_id: NullableString,
+  client_session: NullableString,
+  agent: NullableString,
+  parent_agent: NullableString,
   status: Schema.String,
   input_tokens: Schema.Number,
   output_tokens: Schema.Number,
@@ -110,6 +120,9 @@ const rowOf = (r: UsageRecord): typeof UsageRow.Type => ({
   provider: optionalText(r.provider),
   key_index: r.keyIndex ?? null,
   session_id: optionalText(r.sessionId),
+  client_session: optionalText(r.clientSession),
+  agent: optionalText(r.agent),
+  parent_agent: optionalText(r.parentAgent),
   status: text(r.status),
   input_tokens: r.usage.inputTokens,
   output_tokens: r.usage.outputTokens,
