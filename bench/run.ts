@@ -20,6 +20,7 @@
  *   --routing    only the cost of routing (bench/routing.ts): CPU per request of a plain alias against
  *                a weighted alias over 2 targets, the same with conversation affinity, least-busy and
  *                lowest-latency, in alternated rounds (target: weighted <= 1.1x plain)
+ *   --websocket  only a 20-turn conversation over one Responses WebSocket against the same over HTTP
  *   --host-tools only the cost of a host tool call (bench/hosttools.ts): a request whose model calls a
  *                host tool of a local fake MCP server once (two model calls + one host call) against the
  *                same request for an app without host tools (one model call), in alternated rounds:
@@ -42,10 +43,11 @@ import { runLimitsBench, type LimitsBenchReport } from "./limits.js"
 import { runPostgresBench, type PostgresBenchReport } from "./postgres.js"
 import { routingSettings, runRoutingBench, type RoutingBenchReport } from "./routing.js"
 import { hostToolsSettings, runHostToolsBench, type HostToolsBenchReport } from "./hosttools.js"
+import { runWebSocketBench, type WebSocketBenchReport } from "./websocket.js"
 import { runSoak, soakSettings, type SoakReport } from "./soak.js"
 
 const argv = process.argv.slice(2)
-const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres", "--limits", "--routing", "--host-tools", "--host-tools-era", "--gateway-node-flags"]
+const known = ["--quick", "--existing", "--files", "--all", "--no-peer", "--soak", "--soak-seconds", "--postgres", "--limits", "--routing", "--host-tools", "--host-tools-era", "--websocket", "--gateway-node-flags"]
 /** `--soak-seconds N` (or `--soak-seconds=N`) */
 let soakSeconds: number | undefined
 /** `--host-tools-era 2025` (or `=2025`): the fake MCP server speaks only the 2025 revision */
@@ -101,7 +103,9 @@ const limitsOnly = argv.includes("--limits")
 const routingOnly = argv.includes("--routing")
 /** `--host-tools`: only the cost of a host tool call */
 const hostToolsOnly = argv.includes("--host-tools") || hostToolsEra !== undefined
-const comparison = !postgresOnly && !limitsOnly && !routingOnly && !hostToolsOnly && !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
+/** `--websocket`: a 20-turn conversation over one Responses WebSocket against the same over HTTP */
+const websocketOnly = argv.includes("--websocket")
+const comparison = !postgresOnly && !limitsOnly && !routingOnly && !hostToolsOnly && !websocketOnly && !filesOnly && !argv.includes("--existing") && (!soak || argv.includes("--all"))
 const seconds = quick ? 2 : 4
 const rounds = quick ? 1 : 3
 const startedAt = new Date()
@@ -211,11 +215,13 @@ let postgresReport: PostgresBenchReport | undefined
 let limitsReport: LimitsBenchReport | undefined
 let routingReport: RoutingBenchReport | undefined
 let hostToolsReport: HostToolsBenchReport | undefined
+let websocketReport: WebSocketBenchReport | undefined
 try {
   if (postgresOnly) postgresReport = await runPostgresBench({ seconds: quick ? 2 : 4, rounds: quick ? 1 : 3 }, log)
   if (limitsOnly) limitsReport = await runLimitsBench({ seconds: quick ? 2 : 4, rounds: quick ? 2 : 10 }, log)
   if (routingOnly) routingReport = await runRoutingBench(routingSettings(quick), log)
   if (hostToolsOnly) hostToolsReport = await runHostToolsBench(hostToolsSettings(quick, hostToolsEra), log)
+  if (websocketOnly) websocketReport = await runWebSocketBench({ rounds: quick ? 3 : 10 }, log)
   if (comparison) report = await runContest({ ...contestSettings(quick), peer: !argv.includes("--no-peer"), ...(gatewayNodeFlags !== undefined ? { gatewayNodeFlags } : {}) }, log)
   if (existing) await existingScenarios()
   // a quick run has a 1-minute soak unless told otherwise
@@ -236,9 +242,10 @@ if (postgresReport !== undefined) process.stdout.write(`\nstorage backends${quic
 if (limitsReport !== undefined) process.stdout.write(`\nrate limits and budgets${quick ? " (quick)" : ""}\n\n${limitsReport.table}\n`)
 if (routingReport !== undefined) process.stdout.write(`\nrouting: CPU per request of routed aliases against a plain one${quick ? " (quick)" : ""}\n\n${routingReport.table}\n`)
 if (hostToolsReport !== undefined) process.stdout.write(`\nhost tools: a request with one host call against the same request without host tools${quick ? " (quick)" : ""}\n\n${hostToolsReport.table}\n`)
+if (websocketReport !== undefined) process.stdout.write(`\nResponses over WebSocket against HTTP${quick ? " (quick)" : ""}\n\n${websocketReport.table}\n`)
 const out = path.join(repoRoot, "bench/results")
 fs.mkdirSync(out, { recursive: true })
 const file = path.join(out, `${startedAt.toISOString().replace(/[:.]/g, "-")}.json`)
-fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null, limits: limitsReport ? { rows: limitsReport.rows, targets: limitsReport.targets, falseRefusals: limitsReport.falseRefusals, overload: limitsReport.overload, work: limitsReport.work, deterministic: limitsReport.deterministic, rounds: limitsReport.rounds } : null, routing: routingReport ? { settings: routingReport.settings, rows: routingReport.rows, targets: routingReport.targets, work: routingReport.work, deterministic: routingReport.deterministic, rounds: routingReport.rounds } : null, hostTools: hostToolsReport ? (({ table: _table, ...rest }) => rest)(hostToolsReport) : null }, null, 2))
+fs.writeFileSync(file, JSON.stringify({ quick, argv, startedAt: startedAt.toISOString(), node: process.version, comparison: report?.json ?? null, existing: existing ? { rounds, seconds, rows } : null, soak: soakReport?.json ?? null, postgres: postgresReport ? { rows: postgresReport.rows, targets: postgresReport.targets } : null, limits: limitsReport ? { rows: limitsReport.rows, targets: limitsReport.targets, falseRefusals: limitsReport.falseRefusals, overload: limitsReport.overload, work: limitsReport.work, deterministic: limitsReport.deterministic, rounds: limitsReport.rounds } : null, routing: routingReport ? { settings: routingReport.settings, rows: routingReport.rows, targets: routingReport.targets, work: routingReport.work, deterministic: routingReport.deterministic, rounds: routingReport.rounds } : null, hostTools: hostToolsReport ? (({ table: _table, ...rest }) => rest)(hostToolsReport) : null, websocket: websocketReport ? { rounds: websocketReport.rounds, rows: websocketReport.rows } : null }, null, 2))
 process.stdout.write(`\nwrote ${path.relative(repoRoot, file)}\n`)
 process.exit(0)
