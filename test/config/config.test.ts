@@ -160,6 +160,8 @@ describe("decodeConfig: a full config", () => {
       maxTools: 128,
       maxChoices: 1,
       requestTimeoutMs: 600_000,
+      streamKeepAliveMs: 5_000,
+      responsesWebSocket: true,
       concurrency: 256,
       usage: { enabled: true },
       sessions: {},

@@ -179,7 +179,7 @@ describe("Responses over WebSocket", () => {
     client.ws.close()
   })
 
-  it("refuses before the upgrade as HTTP would: no key 401, a plain GET 405, switched off 426", async () => {
+  it("refuses before the upgrade as HTTP would: no key 401, a plain GET 426 upgrade_required, switched off 426", async () => {
     const noKey = await refusalOf(gateway, {})
     expect(noKey.status).toBe(401)
     expect(asRecord(noKey.body.error).type).toBe("authentication_error")
@@ -187,7 +187,7 @@ describe("Responses over WebSocket", () => {
     expect(disabled.status).toBe(426)
     expect(asRecord(disabled.body.error).code).toBe("websocket_disabled")
     const plain = await fetch(`${gateway.url}/v1/responses`, { headers: { authorization: `Bearer ${KEYS.alpha}` } })
-    expect(plain.status).toBe(405)
-    expect(plain.headers.get("allow")).toBe("POST")
+    expect(plain.status).toBe(426)
+    expect(asRecord(((await plain.json()) as { error: unknown }).error).code).toBe("upgrade_required")
   })
 })

@@ -67,7 +67,13 @@ export const webSocketHandler =
   (ctx: RequestContext): Effect.Effect<Reply, AnyGatewayError, Scope.Scope> =>
     Effect.gen(function* () {
       if (ctx.headers["upgrade"]?.toLowerCase() !== "websocket") {
-        return yield* Errors.methodNotAllowed("method_not_allowed", `Method ${ctx.method} is not allowed on ${ctx.path}; allowed: POST`, { allow: "POST" })
+        // the GET route is the WebSocket: without the upgrade it says how to use the path
+        return yield* new GatewayError({
+          kind: "invalid_request",
+          status: 426,
+          code: "upgrade_required",
+          message: "GET /v1/responses is the Responses API over WebSocket: send it with Upgrade: websocket, or create a response with POST /v1/responses"
+        })
       }
       const timers = timersOf(config.responsesWebSocket)
       if (timers === undefined) {
