@@ -285,7 +285,7 @@ export const responsesRoutes = Effect.gen(function* () {
       })
     })
 
-  const socket = webSocketHandler(config, answer, (ctx, id) => Effect.map(store.get(ctx.principal.app, id), Option.isSome))
+  const socket = webSocketHandler(config, answer)
 
   const routes: ReadonlyArray<Route> = [
     { method: "POST", path: "/v1/responses", auth: "key", handler: create, label: "responses.create" },

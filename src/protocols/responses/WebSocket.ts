@@ -63,7 +63,7 @@ const framesOf = (buffer: string): { readonly data: ReadonlyArray<string>; reado
 }
 
 export const webSocketHandler =
-  (config: Settings["Type"], answer: Answer, _stored: (ctx: RequestContext, id: string) => Effect.Effect<boolean, AnyGatewayError>) =>
+  (config: Settings["Type"], answer: Answer) =>
   (ctx: RequestContext): Effect.Effect<Reply, AnyGatewayError, Scope.Scope> =>
     Effect.gen(function* () {
       if (ctx.headers["upgrade"]?.toLowerCase() !== "websocket") {
