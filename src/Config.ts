@@ -36,6 +36,8 @@ export const Price = Schema.Struct({
 export type Price = typeof Price.Type
 
 export const ModelConfig = Schema.Struct({
+  /** the name model lists show (`display_name`, `displayName`); the id when absent */
+  label: optionalExact(Schema.NonEmptyTrimmedString),
   contextLimit: optionalExact(PositiveInt),
   /** this model's price (else the provider's) */
   price: optionalExact(Price),

@@ -170,7 +170,8 @@ describe.each([
   it("models.list and models.get", async () => {
     const names: Array<string> = []
     for await (const model of await ai.models.list()) names.push(model.name ?? "")
-    expect(names).toEqual(["models/up/gemini-pro"])
+    // the declared model, and the name the `gemini-*` glob routes to it
+    expect(names).toEqual(["models/up/gemini-pro", "models/gemini-gemini-pro"])
     const model = await ai.models.get({ model: "up/gemini-pro" })
     expect(model).toMatchObject({ name: "models/up/gemini-pro", inputTokenLimit: 1_000_000 })
   })

@@ -46,6 +46,8 @@ export interface ClaudeCodeOptions {
   extraArgs?: string[]
   /** Extra environment variables (added to the minimal environment). */
   env?: Record<string, string>
+  /** Variables of the default environment to leave out (e.g. CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC, which also stops gateway model discovery). */
+  omitEnv?: string[]
   /** Files to create in the work dir before the run: relative path -> content. */
   files?: Record<string, string>
   /** Also echo claude's stderr to this process's stderr as it arrives (debugging). */
@@ -115,6 +117,7 @@ export const startClaudeCode = (options: ClaudeCodeOptions): ClaudeCodeProcess =
     [runs.marker]: run.id,
     ...options.env
   }
+  for (const name of options.omitEnv ?? []) delete env[name]
 
   const args = [
     ...(options.extraArgs ?? []),

@@ -39,7 +39,7 @@ const runHeaders = (runs: ReadonlyArray<RunFacts>): Record<string, string> => {
 /** The Gemini model entry of a catalog entry (`models/<id>`). */
 const modelEntry = (entry: ModelEntry): Record<string, unknown> => ({
   name: `models/${entry.id}`,
-  displayName: entry.id,
+  displayName: entry.displayName,
   ...(entry.contextLimit !== undefined ? { inputTokenLimit: entry.contextLimit } : {}),
   supportedGenerationMethods: ["generateContent", "streamGenerateContent", "countTokens"]
 })
@@ -157,8 +157,9 @@ export const geminiRoutes = Effect.gen(function* () {
       if (listed !== undefined) return Reply.json(modelEntry(listed))
       // a `<provider>/<model>` id the catalog resolves without listing it
       const resolved = yield* catalog.resolve(id, ctx.app).pipe(Effect.mapError(() => Errors.notFound("not_found", `Model models/${id} was not found`)))
-      const limit = resolved.targets[0]?.modelConfig?.contextLimit
-      return Reply.json(modelEntry({ id, ownedBy: resolved.targets[0]?.provider ?? "gateway", ...(limit !== undefined ? { contextLimit: limit } : {}) }))
+      const mc = resolved.targets[0]?.modelConfig
+      const limit = mc?.contextLimit
+      return Reply.json(modelEntry({ id, displayName: mc?.label ?? id, ownedBy: resolved.targets[0]?.provider ?? "gateway", ...(limit !== undefined ? { contextLimit: limit } : {}) }))
     })
 
   const routes: ReadonlyArray<Route> = [

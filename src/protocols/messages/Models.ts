@@ -32,6 +32,6 @@ export const messagesModelPage = (entries: ReadonlyArray<ModelEntry>, query: URL
     start = Math.max(0, end - limit)
     hasMore = start > 0
   }
-  const data = entries.slice(start, end).map((e) => ({ type: "model", id: e.id, display_name: e.id, created_at: "1970-01-01T00:00:00Z" }))
+  const data = entries.slice(start, end).map((e) => ({ type: "model", id: e.id, display_name: e.displayName, created_at: "1970-01-01T00:00:00Z" }))
   return Either.right({ data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: hasMore })
 }

@@ -54,6 +54,8 @@ export interface ResolveOptions {
 /** One entry of a model list: a `<provider>/<model>` id or an alias. */
 export interface ModelEntry {
   readonly id: string
+  /** the model's `label`, else its id */
+  readonly displayName: string
   readonly ownedBy: string
   readonly contextLimit?: number
 }
@@ -227,20 +229,50 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
       return Either.right({ requested: model, targets, route: { alias: base, strategy: alias.strategy, affinity: alias.affinity, weights } })
     }
 
+    /** A list entry for a client-facing id routed first to `<provider>/<model>`: that model's label and context limit. */
+    const entryOf = (id: string, ownedBy: string, firstTarget: string | undefined): ModelEntry => {
+      const first = firstTarget === undefined ? undefined : splitProvider(parseModelId(firstTarget).base)
+      const mc = first === undefined ? undefined : modelConfig(first.provider, first.model)
+      return { id, displayName: mc?.label ?? id, ownedBy, ...(mc?.contextLimit !== undefined ? { contextLimit: mc.contextLimit } : {}) }
+    }
+
+    /**
+     * The ids a glob alias answers among the declared models: each declared model its first target
+     * pattern matches, under the name a client sends (`"claude-*": ant/claude-*` lists `claude-opus-4-8`
+     * for `ant.models.claude-opus-4-8`). A name an exact alias or a more specific glob takes is left
+     * to that entry.
+     */
+    const globEntries = (): ReadonlyArray<ModelEntry> => {
+      const entries: Array<ModelEntry> = []
+      for (const { pattern, entry } of globAliases) {
+        const target = splitProvider(parseModelId(entry.targets[0].model).base)
+        if (target === undefined || !target.model.includes("*")) continue
+        for (const model of Object.keys(config.providers[target.provider]?.models ?? {})) {
+          const captured = globCapture(target.model, model)
+          if (captured === undefined) continue
+          const id = pattern.replace("*", () => captured)
+          // listed only when the name comes back to this alias (no exact alias, provider id or more specific glob takes it)
+          if (exactAliases.has(id) || aliasFor(id)?.targets[0].model !== entry.targets[0].model.replace("*", () => captured)) continue
+          entries.push(entryOf(id, "gateway", `${target.provider}/${model}`))
+        }
+      }
+      return entries
+    }
+
     const list = (settings: AppSettings): ReadonlyArray<ModelEntry> => {
       const entries: Array<ModelEntry> = []
       for (const [name, provider] of Object.entries(config.providers)) {
-        for (const [model, mc] of Object.entries(provider.models ?? {})) {
-          entries.push({ id: `${name}/${model}`, ownedBy: name, ...(mc.contextLimit !== undefined ? { contextLimit: mc.contextLimit } : {}) })
-        }
+        for (const model of Object.keys(provider.models ?? {})) entries.push(entryOf(`${name}/${model}`, name, `${name}/${model}`))
       }
-      for (const [alias, { targets }] of exactAliases) {
-        const first = splitProvider(parseModelId(targets[0].model).base)
-        const mc = first === undefined ? undefined : modelConfig(first.provider, first.model)
-        entries.push({ id: alias, ownedBy: "gateway", ...(mc?.contextLimit !== undefined ? { contextLimit: mc.contextLimit } : {}) })
+      for (const [alias, { targets }] of exactAliases) entries.push(entryOf(alias, "gateway", targets[0].model))
+      const seen = new Set(entries.map((e) => e.id))
+      for (const entry of globEntries()) {
+        if (seen.has(entry.id)) continue
+        seen.add(entry.id)
+        entries.push(entry)
       }
-      for (const name of Object.keys(config.agents)) entries.push({ id: `agent/${name}`, ownedBy: "gateway" })
-      for (const name of Object.keys(config.skills)) entries.push({ id: `skill/${name}`, ownedBy: "gateway" })
+      for (const name of Object.keys(config.agents)) entries.push({ id: `agent/${name}`, displayName: `agent/${name}`, ownedBy: "gateway" })
+      for (const name of Object.keys(config.skills)) entries.push({ id: `skill/${name}`, displayName: `skill/${name}`, ownedBy: "gateway" })
       return entries.filter((e) => {
         if (settings.allowedModels === undefined) return true
         const targets = targetIdsFor(e.id) ?? []

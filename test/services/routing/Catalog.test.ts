@@ -176,9 +176,10 @@ describe("Catalog.resolve", () => {
 })
 
 describe("Catalog.list", () => {
-  it("lists configured models and exact aliases, filtered by allowedModels", () => {
-    expect(catalog.list(open).map((m) => m.id)).toEqual(["anthropic/opus-4", "openai/gpt-5", "fast", "deep", "smart"])
-    expect(catalog.list(open).find((m) => m.id === "deep")).toEqual({ id: "deep", ownedBy: "gateway", contextLimit: 200000 })
+  it("lists configured models, exact aliases and what glob aliases route among declared models, filtered by allowedModels", () => {
+    // `claude-*` routes anthropic/opus-4 as claude-opus-4; the other globs route no declared model
+    expect(catalog.list(open).map((m) => m.id)).toEqual(["anthropic/opus-4", "openai/gpt-5", "fast", "deep", "smart", "claude-opus-4"])
+    expect(catalog.list(open).find((m) => m.id === "deep")).toEqual({ id: "deep", displayName: "deep", ownedBy: "gateway", contextLimit: 200000 })
     expect(catalog.list(teamA).map((m) => m.id)).toEqual(["openai/gpt-5", "fast"])
   })
 })
