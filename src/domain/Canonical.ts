@@ -14,6 +14,13 @@ export interface TextPart {
   readonly cache?: CacheControl
 }
 
+/**
+ * Claude Code's attribution block (`x-anthropic-billing-header: ...`), which it sends as the first
+ * system block: the first-party API strips it only there, so it stays first, byte-identical, and
+ * the gateway puts no cache breakpoint on it.
+ */
+export const isAttributionBlock = (part: TextPart | undefined): boolean => part !== undefined && part.text.startsWith("x-anthropic-billing-header:")
+
 /** An image, as a data URL (`data:image/png;base64,...`) or an http(s) URL. */
 export interface ImagePart {
   readonly type: "image"

@@ -1,4 +1,4 @@
-import type { CanonicalRequest, Message, ToolDefinition } from "../../domain/Canonical.js"
+import { isAttributionBlock, type CanonicalRequest, type Message, type ToolDefinition } from "../../domain/Canonical.js"
 import { planCache, type Slot, type Ttl } from "./Cache.js"
 
 /**
@@ -14,13 +14,15 @@ export const applyCaching = (request: CanonicalRequest): CanonicalRequest => {
   const slots: Array<Slot> = []
   const toolSlot = request.tools.length - 1
   request.tools.forEach((_, i) => slots.push({ kind: "tool", cacheable: true, ...(i === toolSlot ? { role: "lastTool" as const } : {}) }))
+  // a client's attribution block (first) takes no gateway breakpoint: the first system role is the part after it
+  const firstSystem = isAttributionBlock(request.system[0]) ? 1 : 0
   const lastSystem = request.system.length - 1
   request.system.forEach((part, i) =>
     slots.push({
       kind: "system",
       cacheable: true,
       ...(part.cache !== undefined ? { caller: part.cache.ttl } : {}),
-      ...(i === 0 ? { role: "firstSystem" as const } : i === lastSystem ? { role: "lastSystem" as const } : {})
+      ...(i === firstSystem ? { role: "firstSystem" as const } : i === lastSystem && i > firstSystem ? { role: "lastSystem" as const } : {})
     })
   )
   // the tail: the last text part of the last message

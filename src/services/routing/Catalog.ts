@@ -1,6 +1,6 @@
 import { Context, Effect, Either, Layer } from "effect"
 import { aliasTargets, type GatewayConfig, type ModelConfig, type RoutingStrategy } from "../../Config.js"
-import type { TextPart } from "../../domain/Canonical.js"
+import { isAttributionBlock, type TextPart } from "../../domain/Canonical.js"
 import { Errors, GatewayError } from "../../domain/Errors.js"
 import { globCapture, globMatch, parseModelId, pickVariant, splitProvider } from "../../domain/ModelId.js"
 import type { ProviderTarget } from "../runner/ProviderClient.js"
@@ -172,11 +172,15 @@ export class Catalog extends Context.Tag("gateway/Catalog")<
     }
 
     const system = (model: string, settings: AppSettings, caller: ReadonlyArray<TextPart>): ReadonlyArray<TextPart> => {
-      const policy: Array<TextPart> = settings.system !== undefined ? [{ type: "text", text: settings.system }] : []
       const found = persona(parseModelId(model).base)
+      if (settings.system === undefined && found === undefined) return caller
+      // a client's attribution block stays first: the policy comes right after it
+      const lead = isAttributionBlock(caller[0]) ? caller.slice(0, 1) : []
+      const rest = lead.length === 0 ? caller : caller.slice(1)
+      const policy: Array<TextPart> = settings.system !== undefined ? [...lead, { type: "text", text: settings.system }] : [...lead]
       if (found?.prompt !== undefined) return [...policy, { type: "text", text: found.prompt }]
-      if (found?.content !== undefined) return [...policy, ...caller, { type: "text", text: found.content }]
-      return policy.length === 0 ? caller : [...policy, ...caller]
+      if (found?.content !== undefined) return [...policy, ...rest, { type: "text", text: found.content }]
+      return [...policy, ...rest]
     }
 
     /** the next key of each provider with `apiKeys` */
