@@ -28,6 +28,7 @@ import quota from "./migrations/0017_quota.js"
 import usageKeyIndex from "./migrations/0018_usage_key_index.js"
 import hostToolCalls from "./migrations/0019_host_tool_calls.js"
 import usageAttribution from "./migrations/0020_usage_attribution.js"
+import usageSessionIndex from "./migrations/0021_usage_session_index.js"
 import { DatabaseUnreachable, migrationClient, postgresLayer } from "./Postgres.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { WalSync } from "./WalSync.js"
@@ -56,7 +57,8 @@ const migrations = Migrator.fromRecord({
   "0017_quota": quota,
   "0018_usage_key_index": usageKeyIndex,
   "0019_host_tool_calls": hostToolCalls,
-  "0020_usage_attribution": usageAttribution
+  "0020_usage_attribution": usageAttribution,
+  "0021_usage_session_index": usageSessionIndex
 })
 
 /** Which backend holds the gateway's state. */

@@ -27,7 +27,7 @@ const SCRATCHPAD_COPY = fileURLToPath(new URL("../../scratchpad/dashboard.png", 
 const chat = (gateway: TestGateway, key: string, model: string, user: string, stream = false) =>
   fetch(`${gateway.url}/v1/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "x-gateway-user": user },
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "x-gateway-user": user, "session-id": `${user}-session` },
     body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "hello" }] })
   })
 
@@ -182,6 +182,12 @@ describe("operator dashboard in chromium", () => {
     expect(users[0]).toBe("alice")
     expect([...users].sort()).toEqual(["alice", "bob", "carol", "dave", "eve"])
     expect(await page.locator('#users-table tr[data-user="alice"] td').nth(1).textContent()).toBe("3")
+
+    // top sessions (each user here runs one session), most requests first
+    const sessions = await page.locator("#sessions-table tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-session")))
+    expect(sessions[0]).toBe("alice-session")
+    expect([...sessions].sort()).toEqual(["alice-session", "bob-session", "carol-session", "dave-session", "eve-session"])
+    expect(await page.locator('#sessions-table tr[data-session="alice-session"] td').nth(1).textContent()).toBe("3")
 
     // an app filter narrows the report
     await page.locator("#app-filter").selectOption("team-beta")

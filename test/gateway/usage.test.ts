@@ -60,6 +60,9 @@ interface Report {
   }>
   readonly hours?: ReadonlyArray<Totals & { readonly hour: string }>
   readonly topUsers: ReadonlyArray<Totals & { readonly user: string }>
+  readonly session: string | null
+  readonly topSessions: ReadonlyArray<Totals & { readonly session: string }>
+  readonly agents?: ReadonlyArray<Totals & { readonly agent: string | null; readonly parentAgent: string | null }>
 }
 
 const MODEL = "up/fake-model"
@@ -541,6 +544,39 @@ describe("batched writes and the flush at shutdown", () => {
     await must("codex", responses(gw, KEYS.alpha, MODEL, {}, { "session-id": "codex-sess", "thread-id": "codex-thread" }))
     await must("older codex", chat(gw, KEYS.alpha, MODEL, {}, { conversation_id: "old-conv" }))
     await must("no session", chat(gw, KEYS.alpha, MODEL, {}, { "x-claude-code-session-id": "x".repeat(500) }))
+    await must("beta, same session id", chat(gw, KEYS.beta, MODEL, {}, { "x-claude-code-session-id": "cc-sess" }))
+
+    // one session's totals, its agents listed: the main agent (no agent id) and its subagent
+    const session = await pollUntil(
+      () => report(gw, `${WIDE()}&session=cc-sess`),
+      (r) => r.totals.requests >= 3,
+      10_000,
+      20
+    )
+    expect(session.session).toBe("cc-sess")
+    expect(totalsOf(session.totals)).toEqual(expected(3))
+    expect(session.agents?.map(({ agent, parentAgent, requests }) => ({ agent, parentAgent, requests }))).toEqual([
+      { agent: null, parentAgent: null, requests: 2 },
+      { agent: "agent-sub", parentAgent: "agent-main", requests: 1 }
+    ])
+    // an app key reads only its own app's part of a session id
+    const own = await report(gw, `${WIDE()}&session=cc-sess`, KEYS.beta)
+    expect(own.totals.requests).toBe(1)
+    expect(own.agents?.map(({ agent, parentAgent, ...totals }) => ({ agent, parentAgent, totals: totalsOf(totals) }))).toEqual([{ agent: null, parentAgent: null, totals: expected(1) }])
+    expect((await report(gw, `${WIDE()}&session=codex-sess`, KEYS.beta)).totals.requests).toBe(0)
+    // top sessions, most requests first
+    const wide = await report(gw, WIDE(), KEYS.alpha)
+    expect(wide.topSessions.map((t) => [t.session, t.requests])).toEqual([
+      ["cc-sess", 2],
+      ["codex-sess", 1],
+      ["old-conv", 1]
+    ])
+    expect(wide.agents).toBeUndefined()
+    // a session id no client could have sent is refused, naming the parameter
+    for (const bad of ["has space", "x".repeat(129), ""]) {
+      const target = `/gateway/usage?session=${encodeURIComponent(bad)}`
+      expectProblem(await get(gw, target, ADMIN), 400, "invalid_session", { instance: target, param: "session" })
+    }
     await gw.close()
     const db = new Database(path.join(dir, "gateway.db"), { fileMustExist: true, timeout: 2000 })
     try {
@@ -551,7 +587,8 @@ describe("batched writes and the flush at shutdown", () => {
         { protocol: "openai", user: null, client_session: "codex-sess", agent: null, parent_agent: null },
         { protocol: "openai", user: null, client_session: "old-conv", agent: null, parent_agent: null },
         // an id over the bound is ignored, the call still recorded
-        { protocol: "openai", user: null, client_session: null, agent: null, parent_agent: null }
+        { protocol: "openai", user: null, client_session: null, agent: null, parent_agent: null },
+        { protocol: "openai", user: null, client_session: "cc-sess", agent: null, parent_agent: null }
       ])
     } finally {
       db.close()

@@ -319,3 +319,47 @@ describe("affinity: none (the default) — the same conversation's turns spread"
     await staysOnOne(codex("with-affinity", { promptCacheKey: uuidOf("no-affinity session") }), [gw])
   })
 })
+
+describe("affinity keyed by the client's session id, on every protocol", () => {
+  let gw: TestGateway
+  beforeAll(async () => {
+    gw = await gateway(7)
+  })
+
+  /** One request whose first message is its own (so its history alone would route it anew), with or without a session header. */
+  const send = async (protocol: "chat" | "responses" | "gemini" | "messages", first: string, session: Record<string, string>): Promise<number> => {
+    const from = arrivals.length
+    const headers = { "content-type": "application/json", authorization: `Bearer ${CLIENT_KEY}`, ...session }
+    const [path, body] =
+      protocol === "chat"
+        ? ["/v1/chat/completions", { model: "gpt-5.5", messages: [{ role: "user", content: first }] }]
+        : protocol === "responses"
+          ? ["/v1/responses", { model: "gpt-5.5", input: first, store: false }]
+          : protocol === "gemini"
+            ? ["/v1beta/models/gemini-2.5-flash:generateContent", { contents: [{ role: "user", parts: [{ text: first }] }] }]
+            : ["/v1/messages", { model: "claude-opus-4-8", max_tokens: 64, messages: [{ role: "user", content: first }] }]
+    const response = await fetch(`${gw.url}${path}`, { method: "POST", headers: protocol === "messages" ? { ...headers, "anthropic-version": "2023-06-01" } : headers, body: JSON.stringify(body) })
+    expect(response.status, await response.text()).toBe(200)
+    const reached = arrivals.slice(from)
+    expect(reached).toHaveLength(1)
+    expect(reached[0].last).toContain(first)
+    return reached[0].target
+  }
+
+  for (const [protocol, header] of [
+    ["chat", "session-id"],
+    ["responses", "session-id"],
+    ["gemini", "x-claude-code-session-id"],
+    ["messages", "x-claude-code-session-id"]
+  ] as const) {
+    it(`${protocol}: twelve different conversations under one ${header} all reach one target; without it they spread`, async () => {
+      const firsts = Array.from({ length: 12 }, (_, i) => `${protocol} conversation ${i}: hello`)
+      const spread = new Set<number>()
+      for (const first of firsts) spread.add(await send(protocol, first, {}))
+      expect(spread.size).toBeGreaterThan(1)
+      const kept = new Set<number>()
+      for (const first of firsts) kept.add(await send(protocol, `${first} again`, { [header]: `${protocol}-session-1` }))
+      expect([...kept]).toHaveLength(1)
+    })
+  }
+})

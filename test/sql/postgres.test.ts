@@ -35,7 +35,7 @@ describe.skipIf(!hasPostgres)("PostgreSQL backend: start", () => {
       )
     )
     // each migration of the list ran once
-    expect(migrations.map((m) => m.migration_id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20])
+    expect(migrations.map((m) => m.migration_id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21])
   })
 
   it("an unreachable server fails after the retry window with one message naming the host only", async () => {

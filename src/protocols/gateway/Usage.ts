@@ -4,10 +4,12 @@ import { Errors, type GatewayError } from "../../domain/Errors.js"
 import { Reply, type RequestContext, type Route } from "../../http/Route.js"
 import { KeyStore, orDatabaseUnavailable } from "../../services/keys/KeyStore.js"
 import { dayOf, UsageLog } from "../../services/usage/Usage.js"
+import { boundedId, MAX_ID } from "../../http/Attribution.js"
 
 /**
  * `GET /gateway/usage` (spec 4.5): totals and a per-day, per-model breakdown for `app`, `user`,
- * `from`, `to`. The admin key reads any app; an app key only its own (`app_forbidden`).
+ * `from`, `to`, and `session` (a coding agent's session: its totals with its agents listed). The
+ * admin key reads any app; an app key only its own (`app_forbidden`), sessions included.
  */
 
 /** Who calls an own route: the admin, or one app's key. */
@@ -102,12 +104,16 @@ export const usageRoutes = Effect.gen(function* () {
       if (user !== null && !USER.test(user)) {
         return yield* Errors.invalidRequest("invalid_user", "user must be 1 to 64 characters of A-Z, a-z, 0-9, . _ @ : -", { param: "user" })
       }
+      const session = q.get("session")
+      if (session !== null && boundedId(session) !== session) {
+        return yield* Errors.invalidRequest("invalid_session", `session must be 1 to ${MAX_ID} printable ASCII characters without spaces, as clients send it`, { param: "session" })
+      }
       let scope: string | undefined = app ?? undefined
       if (caller._tag === "app") {
         if (app !== null && app !== caller.app) return yield* Errors.permission("app_forbidden", "An app key may read only its own app's usage", { param: "app" })
         scope = caller.app
       }
-      const report = yield* usage.report({ from: dayOf(dates.from), to: dayOf(dates.to), ...(scope !== undefined ? { app: scope } : {}), ...(user !== null ? { user } : {}) })
+      const report = yield* usage.report({ from: dayOf(dates.from), to: dayOf(dates.to), ...(scope !== undefined ? { app: scope } : {}), ...(user !== null ? { user } : {}), ...(session !== null ? { session } : {}) })
       return Reply.json(report)
     })
 

@@ -373,9 +373,17 @@ export class ModelRunner extends Context.Tag("gateway/ModelRunner")<
         }
       }
 
-      /** The call, its request as the mode asks for it: streamed from the upstream, or whole. */
+      /**
+       * The call, its request as the mode asks for it: streamed from the upstream, or whole. A
+       * client's session (Claude Code's, Codex's) names the conversation that affinity keeps on one target.
+       */
       const newCall = (given: RunOptions, stream: boolean): Call.Call => {
-        const options = given.request.stream === stream ? given : { ...given, request: { ...given.request, stream } }
+        const session = given.caller?.session
+        const conversation = session ?? given.request.conversation
+        const options =
+          given.request.stream === stream && given.request.conversation === conversation
+            ? given
+            : { ...given, request: { ...given.request, stream, ...(conversation !== undefined ? { conversation } : {}) } }
         return Call.make(withSystem(options), options.request)
       }
 

@@ -319,9 +319,12 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
           to: filter.to,
           app: filter.app ?? null,
           user: filter.user ?? null,
+          session: filter.session ?? null,
           totals: { ...zeroTotals, latencyMs: noPercentiles, ttftMs: noPercentiles },
           days: [],
           topUsers: [],
+          topSessions: [],
+          ...(filter.session !== undefined ? { agents: [] } : {}),
           ...(filter.user === undefined ? { hostTools: [] } : {})
         })
     })

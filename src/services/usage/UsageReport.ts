@@ -23,6 +23,8 @@ import { type HostToolUsage, makeHostToolsReport } from "./HostCalls.js"
 export interface UsageFilter {
   readonly app?: string
   readonly user?: string
+  /** a client session (`client_session`): raw rows only, rollups keep no session */
+  readonly session?: string
   /** YYYY-MM-DD, inclusive */
   readonly from: string
   readonly to: string
@@ -57,6 +59,7 @@ export interface UsageReport {
   readonly to: string
   readonly app: string | null
   readonly user: string | null
+  readonly session: string | null
   readonly totals: Totals & { readonly latencyMs: Percentiles; readonly ttftMs: Percentiles }
   readonly days: ReadonlyArray<{
     readonly day: string
@@ -69,6 +72,10 @@ export interface UsageReport {
   readonly hours?: ReadonlyArray<Totals & { readonly hour: string }>
   /** the users with the most requests (at most 20) */
   readonly topUsers: ReadonlyArray<Totals & { readonly user: string }>
+  /** the client sessions with the most requests (at most 20; raw rows only: rolled-up days keep no session) */
+  readonly topSessions: ReadonlyArray<Totals & { readonly session: string }>
+  /** with a `session` filter: its calls per agent (`agent` null: the session's main agent), in the order each first occurs */
+  readonly agents?: ReadonlyArray<Totals & { readonly agent: string | null; readonly parentAgent: string | null }>
   /** host tool calls over the range per app, server, tool and outcome; absent with a `user` filter (they are not counted per user) */
   readonly hostTools?: ReadonlyArray<HostToolUsage>
 }
@@ -77,6 +84,7 @@ export const zeroTotals: Totals = { requests: 0, errors: 0, inputTokens: 0, outp
 export const noPercentiles: Percentiles = { p50: null, p90: null, p99: null }
 
 const TOP_USERS = 20
+const TOP_SESSIONS = 20
 const HOUR_MS = 3_600_000
 
 /** The model a usage row's call is counted on: the one that answered, else the one asked for. */
@@ -84,7 +92,13 @@ export const MODEL_OF_ROW = "COALESCE(model, requested_model)"
 /** A usage row's UTC hour, in hours since the epoch (floor division, whatever the sign). */
 export const HOUR_OF_ROW = `(time - ((time % ${HOUR_MS}) + ${HOUR_MS}) % ${HOUR_MS}) / ${HOUR_MS}`
 
-const Filter = Schema.Struct({ from: Schema.String, to: Schema.String, app: Schema.optional(Schema.String), user: Schema.optional(Schema.String) })
+const Filter = Schema.Struct({
+  from: Schema.String,
+  to: Schema.String,
+  app: Schema.optional(Schema.String),
+  user: Schema.optional(Schema.String),
+  session: Schema.optional(Schema.String)
+})
 
 /** A group's sums, and where its first row is (groups are listed in the order they first occur). */
 const GroupColumns = {
@@ -108,6 +122,7 @@ const DayKeyRow = Schema.Struct({ day: Schema.String, key_id: Schema.String, ...
 /** hours since the epoch */
 const HourRow = Schema.Struct({ hour: Schema.Number, ...GroupColumns })
 const UserRow = Schema.Struct({ name: Schema.String, ...GroupColumns })
+const AgentRow = Schema.Struct({ agent: Schema.NullOr(Schema.String), parent_agent: Schema.NullOr(Schema.String), ...GroupColumns })
 
 const Value = Schema.NullOr(Schema.Number)
 const OverallPercentilesRow = Schema.Struct({ l50: Value, l90: Value, l99: Value, t50: Value, t90: Value, t99: Value })
@@ -164,25 +179,32 @@ export const makeReport = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
 
   const where = (f: typeof Filter.Encoded) =>
-    sql`WHERE day >= ${f.from} AND day <= ${f.to}${f.app !== undefined ? sql` AND app = ${f.app}` : sql``}${f.user !== undefined ? sql` AND "user" = ${f.user}` : sql``}`
+    sql`WHERE day >= ${f.from} AND day <= ${f.to}${f.app !== undefined ? sql` AND app = ${f.app}` : sql``}${f.user !== undefined ? sql` AND "user" = ${f.user}` : sql``}${
+      f.session !== undefined ? sql` AND client_session = ${f.session}` : sql``
+    }`
   // a failed call is counted on the model it asked for
   const model = sql.literal(MODEL_OF_ROW)
 
   /**
    * The rows of a filter as one relation `u` of partial sums: a raw row is one call, a rollup row
-   * the sums of many. `key` is the group key as read from each table; `extra` narrows both.
+   * the sums of many. `key` is the group key as read from each table; `extra` narrows both. A
+   * session filter, or a key only raw rows have (`rollup` undefined), reads the raw rows alone.
    */
-  const rowsOf = (f: typeof Filter.Encoded, key: { readonly raw: string; readonly rollup: string }, extra = "") => sql`(
+  const rowsOf = (f: typeof Filter.Encoded, key: { readonly raw: string; readonly rollup?: string }, extra = "") => {
+    const raw = sql`
       SELECT ${sql.literal(key.raw)}, 1 AS requests, CASE WHEN status <> 'ok' THEN 1 ELSE 0 END AS errors,
         input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
         cost_usd, CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END AS unpriced_calls, time AS first_time, id AS first_id
-      FROM usage ${where(f)}${sql.literal(extra)}
+      FROM usage ${where(f)}${sql.literal(extra)}`
+    if (key.rollup === undefined || f.session !== undefined) return sql`(${raw}) u`
+    return sql`(${raw}
       UNION ALL
       SELECT ${sql.literal(key.rollup)}, requests, errors,
         input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
         cost_usd, unpriced_calls, first_time, first_id
       FROM usage_rollups ${where(f)}${sql.literal(extra)}
     ) u`
+  }
   const sums = sql`SUM(requests) AS requests, SUM(errors) AS errors,
     SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(cache_read_tokens) AS cache_read_tokens,
     SUM(cache_write_tokens) AS cache_write_tokens, SUM(reasoning_tokens) AS reasoning_tokens,
@@ -214,6 +236,18 @@ export const makeReport = Effect.gen(function* () {
     execute: (f) =>
       sql`SELECT name, ${sums} FROM ${rowsOf(f, { raw: `"user" AS name`, rollup: `"user" AS name` }, ` AND "user" IS NOT NULL`)}
         GROUP BY name ORDER BY requests DESC, first_time, first_id LIMIT ${sql.literal(String(TOP_USERS))}`
+  })
+  const sessions = SqlSchema.findAll({
+    Request: Filter,
+    Result: UserRow,
+    execute: (f) =>
+      sql`SELECT name, ${sums} FROM ${rowsOf(f, { raw: "client_session AS name" }, " AND client_session IS NOT NULL")}
+        GROUP BY name ORDER BY requests DESC, first_time, first_id LIMIT ${sql.literal(String(TOP_SESSIONS))}`
+  })
+  const agents = SqlSchema.findAll({
+    Request: Filter,
+    Result: AgentRow,
+    execute: (f) => sql`SELECT agent, parent_agent, ${sums} FROM ${rowsOf(f, { raw: "agent, parent_agent" })} GROUP BY agent, parent_agent`
   })
 
   const QUANTILES = [["50", "0.5"], ["90", "0.9"], ["99", "0.99"]] as const
@@ -288,6 +322,8 @@ export const makeReport = Effect.gen(function* () {
         const [overall] = yield* overallPercentiles(filter)
         const hourRows = hourly ? yield* hours(filter) : []
         const userRows = yield* users(filter)
+        const sessionRows = yield* sessions(filter)
+        const agentRows = filter.session !== undefined ? yield* agents(filter) : undefined
         const hostRows = filter.user === undefined ? yield* hostTools({ from: filter.from, to: filter.to, ...(filter.app !== undefined ? { app: filter.app } : {}) }) : undefined
 
         const modelsOf = groupBy(models, (m) => m.day)
@@ -299,6 +335,7 @@ export const makeReport = Effect.gen(function* () {
           to: filter.to,
           app: filter.app ?? null,
           user: filter.user ?? null,
+          session: filter.session ?? null,
           totals: {
             ...totals,
             latencyMs: overall === undefined ? noPercentiles : percentilesOf(overall.l50, overall.l90, overall.l99),
@@ -318,6 +355,8 @@ export const makeReport = Effect.gen(function* () {
           topUsers: [...userRows]
             .sort((a, b) => b.requests - a.requests || byFirst(a, b))
             .map((u) => ({ user: u.name, ...totalsOf(u) })),
+          topSessions: [...sessionRows].sort((a, b) => b.requests - a.requests || byFirst(a, b)).map((s) => ({ session: s.name, ...totalsOf(s) })),
+          ...(agentRows !== undefined ? { agents: [...agentRows].sort(byFirst).map((a) => ({ agent: a.agent, parentAgent: a.parent_agent, ...totalsOf(a) })) } : {}),
           ...(hostRows !== undefined ? { hostTools: hostRows } : {})
         } satisfies UsageReport
       })

@@ -116,6 +116,10 @@ const FILTERS: ReadonlyArray<UsageFilter> = [
   { from: "2026-03-01", to: "2026-03-03", app: "team-b" },
   { from: "2026-03-01", to: "2026-03-03", user: "user-3" },
   { from: "2026-03-01", to: "2026-03-03", app: "team-a", user: "user-0" },
+  // one client session: its totals, its agents
+  { from: "2026-02-25", to: "2026-03-04", session: "session-0" },
+  { from: "2026-03-01", to: "2026-03-03", app: "team-c", session: "session-3" },
+  { from: "2026-03-01", to: "2026-03-03", session: "no-such-session" },
   // nothing in range
   { from: "2025-01-01", to: "2025-01-02" }
 ]
@@ -171,7 +175,13 @@ for (const backend of backends) {
         expect(reports[0].topUsers).toHaveLength(20)
         expect(reports[0].totals.ttftMs.p50).not.toBeNull()
         expect(reports[1].hours).toBeUndefined()
-        expect(reports[6].totals.requests).toBe(0)
+        // the session filters: a session's totals with its agents (the main one and its subagents)
+        expect(reports[0].topSessions).toHaveLength(20)
+        expect(reports[6].session).toBe("session-0")
+        expect(reports[6].totals.requests).toBeGreaterThan(0)
+        expect(reports[6].agents?.map((a) => a.agent)).toEqual(expect.arrayContaining([null, "agent-0", "agent-1"]))
+        expect(reports[8].totals.requests).toBe(0)
+        expect(reports[9].totals.requests).toBe(0)
         reportsBy.set(backend.kind, reports)
       }))
 

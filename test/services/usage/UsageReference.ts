@@ -33,6 +33,7 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
     .filter((r) => dayOf(r.time) >= filter.from && dayOf(r.time) <= filter.to)
     .filter((r) => filter.app === undefined || r.app === filter.app)
     .filter((r) => filter.user === undefined || r.user === filter.user)
+    .filter((r) => filter.session === undefined || r.clientSession === filter.session)
     .sort((a, b) => a.time - b.time)
   const totals = zero()
   const latencies: Array<number> = []
@@ -41,6 +42,8 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
   const dayApps = new Map<string, Map<string, MutableTotals>>()
   const dayKeys = new Map<string, Map<string, MutableTotals>>()
   const users = new Map<string, MutableTotals>()
+  const sessions = new Map<string, MutableTotals>()
+  const agents = new Map<string, { agent: string | null; parentAgent: string | null; totals: MutableTotals }>()
   const hourly = (Date.parse(filter.to) - Date.parse(filter.from)) / 86_400_000 < 7 ? new Map<string, MutableTotals>() : undefined
   const add = (t: MutableTotals, r: UsageRecord) => {
     t.requests++
@@ -65,12 +68,15 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
     add(entry(entry(dayKeys, day, () => new Map()), r.keyId, zero), r)
     if (hourly !== undefined) add(entry(hourly, new Date(r.time).toISOString().slice(0, 13), zero), r)
     if (r.user !== undefined) add(entry(users, r.user, zero), r)
+    if (r.clientSession !== undefined) add(entry(sessions, r.clientSession, zero), r)
+    add(entry(agents, `${r.agent ?? ""}\u0000${r.parentAgent ?? ""}`, () => ({ agent: r.agent ?? null, parentAgent: r.parentAgent ?? null, totals: zero() })).totals, r)
   }
   return {
     from: filter.from,
     to: filter.to,
     app: filter.app ?? null,
     user: filter.user ?? null,
+    session: filter.session ?? null,
     totals: { ...shown(totals), latencyMs: percentiles(latencies), ttftMs: percentiles(ttfts) },
     days: [...days].map(([day, byModel]) => ({
       day,
@@ -83,6 +89,11 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
       .sort((a, b) => b[1].requests - a[1].requests)
       .slice(0, 20)
       .map(([user, t]) => ({ user, ...shown(t) })),
+    topSessions: [...sessions]
+      .sort((a, b) => b[1].requests - a[1].requests)
+      .slice(0, 20)
+      .map(([session, t]) => ({ session, ...shown(t) })),
+    ...(filter.session !== undefined ? { agents: [...agents.values()].map((a) => ({ agent: a.agent, parentAgent: a.parentAgent, ...shown(a.totals) })) } : {}),
     // no host tool calls among these records; a report by user has none
     ...(filter.user === undefined ? { hostTools: [] } : {})
   }
@@ -106,6 +117,8 @@ export const sampleRecords = (): ReadonlyArray<UsageRecord> => {
   const pick = <A>(values: ReadonlyArray<A>): A => values[Math.floor(next() * values.length)]
   const start = Date.parse("2026-03-01T00:00:00Z")
   const records: Array<UsageRecord> = []
+  // sessions and agents from a generator of their own: the other fields are as before they existed
+  const side = random(26)
   for (let i = 0; i < 700; i++) {
     const time = i < 40 ? Date.parse("2026-02-26T10:00:00Z") + i * 60_000 : start + (i - 40) * 392_711 + Math.floor(next() * 1000)
     const failed = next() < 0.1
@@ -131,7 +144,10 @@ export const sampleRecords = (): ReadonlyArray<UsageRecord> => {
         reasoningTokens: Math.floor(next() * 100)
       },
       latencyMs: next() < 0.2 ? 250 : Math.round(next() * 5_000_000) / 1000,
-      ...(next() < 0.6 ? { ttftMs: Math.round(next() * 900_000) / 1000 + 0.005 } : {})
+      ...(next() < 0.6 ? { ttftMs: Math.round(next() * 900_000) / 1000 + 0.005 } : {}),
+      // 30 sessions (more than the top 20), some calls without one; a session's subagents name their parent
+      ...(side() < 0.2 ? {} : { clientSession: `session-${Math.floor(30 * side() ** 2)}` }),
+      ...(side() < 0.7 ? {} : { agent: `agent-${Math.floor(3 * side())}`, parentAgent: "main" })
     })
   }
   // recorded in the order calls finish, not the order they started

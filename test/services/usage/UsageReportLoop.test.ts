@@ -131,9 +131,9 @@ describe("the usage report on SQLite", () => {
 
           // contrast: on this thread the whole report is one turn of the loop, all its queries in it
           expect(onLoop.turns).toBe(0)
-          // per day by model, app and key; percentiles per day and model, and overall; top users (a
-          // range of 30 days has no hourly series)
-          expect(onLoop.usageStatements).toBe(6)
+          // per day by model, app and key; percentiles per day and model, and overall; top users and
+          // top sessions (a range of 30 days has no hourly series)
+          expect(onLoop.usageStatements).toBe(7)
           expect(onLoop.mostInOneTurn).toBe(onLoop.usageStatements)
           // served: no query over the usage rows runs on this thread, in any turn, and the loop
           // turned all along (it turns about once per millisecond when free)

@@ -105,9 +105,10 @@ const FILTERS: ReadonlyArray<UsageFilter> = [
   { from: "2026-03-02", to: "2026-03-03" }
 ]
 
-/** A report without its percentiles (the only part raw rows alone decide). */
+/** A report without its percentiles and top sessions (the parts raw rows alone decide: rollups keep no session). */
 const sumsOf = (report: UsageReport) => ({
   ...report,
+  topSessions: undefined,
   totals: { ...report.totals, latencyMs: undefined, ttftMs: undefined },
   days: report.days.map((d) => ({ ...d, models: d.models.map((m) => ({ ...m, latencyMs: undefined })) }))
 })
@@ -123,6 +124,7 @@ const expectedAfter = (all: ReadonlyArray<UsageRecord>, filter: UsageFilter): Us
   return {
     ...full,
     totals: { ...full.totals, latencyMs: raw.totals.latencyMs, ttftMs: raw.totals.ttftMs },
+    topSessions: raw.topSessions,
     days: full.days.map((d) => ({ ...d, models: d.models.map((m) => ({ ...m, latencyMs: rawModels.get(`${d.day} ${m.model}`) ?? noPercentiles })) }))
   }
 }

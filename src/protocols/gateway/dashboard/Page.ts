@@ -84,6 +84,13 @@ const BODY = `
         <h2>Top users <span class="note">by requests, at most 20</span></h2>
         <div class="scroll"><table id="users-table"><thead><tr><th>User</th><th class="num">Requests</th><th></th><th class="num">Errors</th><th class="num">Input tokens</th><th class="num">Output tokens</th></tr></thead><tbody></tbody></table></div>
       </section>
+      <section class="card" id="sessions-card">
+        <h2>Top sessions <span class="note">coding agents' sessions, by requests, at most 20</span></h2>
+        <div class="scroll"><table id="sessions-table"><thead><tr><th>Session</th><th class="num">Requests</th><th></th><th class="num">Errors</th><th class="num">Input tokens</th><th class="num">Output tokens</th><th class="num">Cost</th></tr></thead><tbody></tbody></table></div>
+      </section>
+    </div>
+
+    <div class="row">
       <section class="card" id="keys-card">
         <h2>Runtime keys <span class="note">keys from the config file are not listed</span></h2>
         <form class="toolbar" id="key-form" method="post">

@@ -193,6 +193,17 @@ const renderUsage = (r: UsageReport) => {
     el("td", { class: "num" }, num(u.inputTokens)), el("td", { class: "num" }, num(u.outputTokens))
   ])));
   if (!users.length) body.appendChild(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "No requests with a user in this range (users come from x-gateway-user or the request's user field).")));
+  const sessions = r.topSessions;
+  const busiest = sessions.reduce((a, x) => Math.max(a, x.requests), 0);
+  const rows = $table("sessions-table").tBodies[0];
+  rows.replaceChildren(...sessions.map((x) => el("tr", { "data-session": x.session }, [
+    el("td", { class: "name mono", title: x.session }, x.session), el("td", { class: "num" }, num(x.requests)),
+    el("td", {}, minibar(busiest ? x.requests / busiest : 0, BLUE)),
+    el("td", { class: "num" + (x.errors > 0 ? " bad" : "") }, num(x.errors)),
+    el("td", { class: "num" }, num(x.inputTokens)), el("td", { class: "num" }, num(x.outputTokens)),
+    el("td", { class: "num" }, cost(x))
+  ])));
+  if (!sessions.length) rows.appendChild(el("tr", {}, el("td", { colspan: 7, class: "empty" }, "No requests with a client session in this range (Claude Code and Codex send theirs).")));
 };
 const refreshUsage = async () => {
   const q = new URLSearchParams({ from: $input("from").value, to: $input("to").value });

@@ -41,7 +41,8 @@ const UsageReport = struct({
   days: list(struct({ day: string, models: list(struct({ ...totalsFields, model: string })), apps: list(struct({ ...totalsFields, app: string })) })),
   /** when the range is at most 7 days */
   hours: optional(list(struct({ ...totalsFields, hour: string }))),
-  topUsers: list(struct({ ...totalsFields, user: string }))
+  topUsers: list(struct({ ...totalsFields, user: string })),
+  topSessions: list(struct({ ...totalsFields, session: string }))
 });
 type UsageReport = ReturnType<typeof UsageReport>;
 type Day = UsageReport["days"][number];
