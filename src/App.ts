@@ -5,7 +5,7 @@ import { makeEdge } from "./http/Edge.js"
 import { gatewayApp } from "./http/Router.js"
 import { Log } from "./services/ops/Log.js"
 import { hasMessagesVersion, type Mount, type Route } from "./http/Route.js"
-import { GatewayServer, serverLayer } from "./http/Server.js"
+import { GatewayServer, serverLayer, Shutdown } from "./http/Server.js"
 import { chatRoutes } from "./protocols/chat/Routes.js"
 import { probeRoutes } from "./protocols/gateway/Probes.js"
 import { adminRoutes } from "./protocols/gateway/Admin.js"
@@ -63,7 +63,14 @@ const factoriesLayer = (config: GatewayConfig) =>
 export const servicesLayer = (config: GatewayConfig, providers?: Layer.Layer<ProviderClient>, random?: () => number) => {
   const settings = Layer.succeed(Settings, config)
   const database = databaseLayer(config)
-  const base = Layer.mergeAll(settings, KeyStore.layerWithRuntime(config).pipe(Layer.provide(database)), Catalog.layer(config), Log.layer(config.accessLog), Metrics.layer)
+  const base = Layer.mergeAll(
+    settings,
+    KeyStore.layerWithRuntime(config).pipe(Layer.provide(database)),
+    Catalog.layer(config),
+    Log.layer(config.accessLog),
+    Metrics.layer,
+    Shutdown.layer()
+  )
   const limits = Limits.layer(config).pipe(Layer.provide(base))
   const providerClient = providers ?? ProviderClient.layer(config.providers).pipe(Layer.provide(factoriesLayer(config)))
   const usage = UsageLog.layer(config.usage.enabled).pipe(Layer.provide(Layer.merge(database, base)))
@@ -136,9 +143,11 @@ export const allRoutes = Effect.gen(function* () {
   return routes
 })
 
-const announce = Layer.effectDiscard(
+const announce = Layer.scopedDiscard(
   Effect.gen(function* () {
-    const { host, port } = yield* GatewayServer
+    const { host, port, drain } = yield* GatewayServer
+    // released before the server's layer: the drain runs before anything of the server's own waits for its clients
+    yield* Effect.addFinalizer(() => drain)
     yield* (yield* Replicas).bind(port)
     yield* Effect.sync(() => process.stdout.write(`listening on http://${host.includes(":") ? `[${host}]` : host}:${port}\n`))
   })

@@ -1,14 +1,41 @@
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Context, Effect, FiberRef, Layer, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, FiberRef, Layer, Scope } from "effect"
 import * as http from "node:http"
 
 /** The listening server's bound address. */
 export class GatewayServer extends Context.Tag("gateway/GatewayServer")<
   GatewayServer,
-  { readonly host: string; readonly port: number }
+  {
+    readonly host: string
+    readonly port: number
+    /**
+     * Stop accepting and drain: idle connections close at once, requests in flight may finish
+     * within the grace period, WebSockets follow `Shutdown`. Run by the layer released first (the
+     * platform's WebSocket server, made at the first upgrade, would otherwise wait for its clients
+     * before this server's own release); safe to run again.
+     */
+    readonly drain: Effect.Effect<void>
+  }
 >() {}
+
+/**
+ * The server's stop, as connections that outlive an HTTP exchange see it (WebSockets): `draining`
+ * is done when the stop begins (finish what runs, start nothing new), `stopping` when the grace
+ * period is over (close now). Both never fail.
+ */
+export class Shutdown extends Context.Tag("gateway/Shutdown")<
+  Shutdown,
+  { readonly draining: Deferred.Deferred<void>; readonly stopping: Deferred.Deferred<void> }
+>() {
+  /** A fresh pair for one server (a function, so that no two servers in a process share one through layer memoization). */
+  static readonly layer = () =>
+    Layer.effect(
+      Shutdown,
+      Effect.map(Effect.all([Deferred.make<void>(), Deferred.make<void>()]), ([draining, stopping]) => Shutdown.of({ draining, stopping }))
+    )
+}
 
 export interface ServerOptions {
   readonly host: string
@@ -22,8 +49,9 @@ export interface ServerOptions {
  * checks Host against it). A client that closes before its answer ends interrupts the request's
  * fiber, which cancels its upstream call. On release the server stops accepting, closes idle
  * keep-alive connections at once and the rest after `graceMs`; requests in flight meanwhile are
- * still served. The platform's own request span is off: the edge makes one per route (when
- * tracing is on), named by the route's label and without the URL's query.
+ * still served. Upgraded connections, which the HTTP server no longer closes, follow `Shutdown`.
+ * The platform's own request span is off: the edge makes one per route (when tracing is on),
+ * named by the route's label and without the URL's query.
  */
 export const serverLayer = <E>(options: ServerOptions, appFor: (port: number) => Effect.Effect<HttpApp.Default<E, Scope.Scope>>) =>
   Layer.scoped(
@@ -45,11 +73,15 @@ export const serverLayer = <E>(options: ServerOptions, appFor: (port: number) =>
         Effect.locally(HttpMiddleware.currentTracerDisabledWhen, () => true),
         Effect.locally(FiberRef.currentContext, Context.make(Scope.Scope, scope))
       )
-      // released first: stop accepting and drain while the handlers are still installed
-      yield* Effect.addFinalizer(() =>
+      const shutdown = yield* Shutdown
+      const drain = Effect.zipRight(
+        Deferred.succeed(shutdown.draining, undefined),
         Effect.async<void>((resume) => {
           if (!server.listening) return resume(Effect.void)
-          const timer = setTimeout(() => server.closeAllConnections(), options.graceMs)
+          const timer = setTimeout(() => {
+            server.closeAllConnections()
+            Deferred.unsafeDone(shutdown.stopping, Exit.void)
+          }, options.graceMs)
           server.close(() => {
             clearTimeout(timer)
             resume(Effect.void)
@@ -57,6 +89,8 @@ export const serverLayer = <E>(options: ServerOptions, appFor: (port: number) =>
           server.closeIdleConnections()
         })
       )
-      return { host: options.host, port }
+      // released first in this scope: stop accepting and drain while the handlers are still installed
+      yield* Effect.addFinalizer(() => drain)
+      return { host: options.host, port, drain }
     })
   )

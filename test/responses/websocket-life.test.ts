@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
-import { startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
+import * as net from "node:net"
+import { chatSse, startFakeUpstream, type FakeUpstream } from "../support/FakeUpstream.js"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 import { KEYS, asRecord, gatewayDocument, type Json } from "./helpers.js"
 
@@ -32,6 +33,17 @@ const until = async (what: string, check: () => boolean): Promise<void> => {
   }
   throw new Error(`timed out waiting for ${what}`)
 }
+
+/** Whether a TCP connection to the port is refused (a stopping server no longer accepts). */
+const refusing = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1")
+    socket.once("connect", () => {
+      socket.destroy()
+      resolve(false)
+    })
+    socket.once("error", () => resolve(true))
+  })
 
 interface Opened {
   readonly ws: WebSocket
@@ -91,4 +103,52 @@ describe("Responses WebSocket lifecycle", () => {
     }
   })
 
+
+  it("shutdown: an idle socket closes with 1001 at once, a busy one at the end of the grace period (its upstream call aborted); the gateway stops", async () => {
+    const stopping = await startGateway(gatewayDocument(upstream.url))
+    upstream.onRequest(() => ({ kind: "stall", ms: 30_000 }))
+    const idle = await open(stopping)
+    const busy = await open(stopping)
+    busy.ws.send(JSON.stringify(create))
+    await until("the upstream call", () => upstream.requests.length === 1 && upstream.openConnections() > 0)
+    const order: Array<string> = []
+    void idle.closed.then(() => order.push("idle"))
+    void busy.closed.then(() => order.push("busy"))
+    // close resolves only when every connection is gone: a socket left open would hold it (and the test's timeout would fail it)
+    await stopping.close()
+    expect(await idle.closed).toBe(1001)
+    expect(await busy.closed).toBe(1001)
+    expect(order).toEqual(["idle", "busy"])
+    expect(busy.received.some((m) => m.type === "response.completed")).toBe(false)
+    await until("the upstream connection to close", () => upstream.openConnections() === 0)
+  })
+
+  it("shutdown: a response running when the stop begins completes, then its socket closes with 1001; a new message meanwhile is refused", async () => {
+    const stopping = await startGateway(gatewayDocument(upstream.url), { shutdownGraceMs: 60_000 })
+    let release = (): void => undefined
+    const held = new Promise<void>((resolve) => (release = resolve))
+    upstream.onRequest(async () => {
+      await held
+      return chatSse({ content: "finished after the stop began" })
+    })
+    const client = await open(stopping)
+    client.ws.send(JSON.stringify(create))
+    await until("the upstream call", () => upstream.requests.length === 1)
+    const closing = stopping.close()
+    // the stop has begun once the server refuses new connections
+    for (let i = 0; i < 500 && !(await refusing(stopping.port)); i++) await new Promise((r) => setTimeout(r, 20))
+    client.ws.send(JSON.stringify(create))
+    await until("the refusal", () => client.received.some((m) => m.type === "error"))
+    release()
+    expect(await client.closed).toBe(1001)
+    await closing
+    const types = client.received.map((m) => m.type)
+    expect(types).toContain("response.completed")
+    const refusal = client.received.find((m) => m.type === "error")
+    expect(refusal?.status).toBe(503)
+    expect(asRecord(refusal?.error).code).toBe("server_shutting_down")
+    // one upstream call: the refused message started none
+    expect(upstream.requests).toHaveLength(1)
+  })
 })
+

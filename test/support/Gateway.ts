@@ -37,6 +37,8 @@ export const startGateway = async (
     readonly dataDir?: string
     /** the routing strategies' random source */
     readonly random?: () => number
+    /** how long requests in flight may take after close begins (default 500 ms) */
+    readonly shutdownGraceMs?: number
   } = {}
 ): Promise<TestGateway> => {
   const ownsDir = options.dataDir === undefined
@@ -47,7 +49,7 @@ export const startGateway = async (
   )
   const scope = Effect.runSync(Scope.make())
   const layer = gatewayLayer(config, {
-    shutdownGraceMs: 500,
+    shutdownGraceMs: options.shutdownGraceMs ?? 500,
     ...(options.providers !== undefined ? { providers: options.providers } : {}),
     ...(options.random !== undefined ? { random: options.random } : {})
   })

@@ -17,6 +17,7 @@ import { decodedBefore, fileRefs, fileUrls, itemType, listingShape, readInput, r
 import { incompleteReason, newResponseId, outputAsInput, outputItems, responseObject, type ResponseFrame } from "./Output.js"
 import { ResponsesRequest } from "./Schema.js"
 import { webSocketHandler, type Connection } from "./WebSocket.js"
+import { Shutdown } from "../../http/Server.js"
 import { planToolChoice, planTools, type ToolPlan } from "./Tools.js"
 
 const decodeRequest = decodeBody(ResponsesRequest)
@@ -285,7 +286,7 @@ export const responsesRoutes = Effect.gen(function* () {
       })
     })
 
-  const socket = webSocketHandler(config, answer)
+  const socket = webSocketHandler(config, yield* Shutdown, answer)
 
   const routes: ReadonlyArray<Route> = [
     { method: "POST", path: "/v1/responses", auth: "key", handler: create, label: "responses.create" },

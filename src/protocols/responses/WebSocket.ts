@@ -1,10 +1,11 @@
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Socket from "@effect/platform/Socket"
-import { Effect, Fiber, Queue, Stream, type Scope } from "effect"
+import { Deferred, Effect, Fiber, Queue, Stream, type Scope } from "effect"
 import type { Settings } from "../../Config.js"
 import { Errors, GatewayError, toGatewayError, type AnyGatewayError } from "../../domain/Errors.js"
 import { renderOpenAi } from "../../http/Envelopes.js"
 import type { Reply, RequestContext } from "../../http/Route.js"
+import type { Shutdown } from "../../http/Server.js"
 import type { Item } from "./Input.js"
 
 /**
@@ -13,6 +14,8 @@ import type { Item } from "./Input.js"
  * there is an HTTP answer. Each `response.create` message is the POST body (stream implied) and
  * runs through the same function as the HTTP POST; its SSE events leave as one JSON text message
  * each. One response at a time; a few messages wait; the connection remembers its last response.
+ * When the server stops, an idle socket closes with 1001 at once, a busy one when its responses
+ * are done or when the grace period ends, whichever comes first.
  */
 
 /** What one connection remembers between its responses. */
@@ -63,7 +66,7 @@ const framesOf = (buffer: string): { readonly data: ReadonlyArray<string>; reado
 }
 
 export const webSocketHandler =
-  (config: Settings["Type"], answer: Answer) =>
+  (config: Settings["Type"], shutdown: Shutdown["Type"], answer: Answer) =>
   (ctx: RequestContext): Effect.Effect<Reply, AnyGatewayError, Scope.Scope> =>
     Effect.gen(function* () {
       if (ctx.headers["upgrade"]?.toLowerCase() !== "websocket") {
@@ -91,6 +94,9 @@ export const webSocketHandler =
       const connection: Connection = { generate: true }
       const queue = yield* Queue.unbounded<Record<string, unknown>>()
       let pending = 0
+      // open while no response runs or waits: what a stopping server waits for
+      const idleNow = yield* Effect.makeLatch(true)
+      let draining = false
       let lastActivity = Date.now()
       const maxBytes = ctx.app.maxBodyBytes
 
@@ -125,6 +131,7 @@ export const webSocketHandler =
             Effect.sync(() => {
               pending--
               lastActivity = Date.now()
+              if (pending === 0) idleNow.unsafeOpen()
             })
           )
         )
@@ -150,10 +157,14 @@ export const webSocketHandler =
         if (typed["type"] !== "response.create") {
           return send(errorMessage(Errors.invalidRequest("unknown_message_type", `Unknown message type ${JSON.stringify(typed["type"] ?? null).slice(0, 100)}; expected response.create`, { param: "type" })))
         }
+        if (draining) {
+          return send(errorMessage(Errors.unavailable("server_shutting_down", "The gateway is shutting down; open a new connection")))
+        }
         if (pending > MAX_WAITING) {
           return send(errorMessage(Errors.rateLimited("too_many_queued_messages", `At most ${MAX_WAITING} messages may wait while a response runs on this connection`)))
         }
         pending++
+        idleNow.unsafeClose()
         return Queue.offer(queue, typed)
       }
 
@@ -176,7 +187,15 @@ export const webSocketHandler =
         )
       )
 
-      const background = yield* Effect.fork(Effect.all([worker, idle, lifetime], { concurrency: "unbounded", discard: true }))
+      // the server stopping: nothing new; 1001 once the responses are done, or at the end of the grace period
+      const stop = Effect.gen(function* () {
+        yield* Deferred.await(shutdown.draining)
+        draining = true
+        yield* Effect.raceFirst(idleNow.await, Deferred.await(shutdown.stopping))
+        yield* close(1001, "server shutting down")
+      })
+
+      const background = yield* Effect.fork(Effect.all([worker, idle, lifetime, stop], { concurrency: "unbounded", discard: true }))
       // until the client or a timer closes the socket; then the running response is interrupted (its upstream call aborted)
       yield* socket.runRaw(onMessage).pipe(Effect.catchAll(() => Effect.void))
       yield* Fiber.interrupt(background)
