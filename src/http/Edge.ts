@@ -46,7 +46,7 @@ export interface EdgeRequest {
   readonly request: HttpServerRequest
   readonly incoming: IncomingMessage
   /** the access log's notes: the matched route's label, the model named, the app */
-  readonly notes: { label: string; model?: string; app?: string }
+  readonly notes: { label: string; model?: string; app?: string; upgraded?: boolean }
 }
 
 export class Edge extends Context.Tag("gateway/http/Edge")<Edge, EdgeRequest>() {}
@@ -138,7 +138,8 @@ export const makeEdge = Effect.gen(function* () {
           metrics.requestStarted()
           // one line and one observation when the answer is over, or the client left before it was
           response.once("close", () => {
-            const status = response.writableEnded ? response.statusCode : 499
+            // an upgraded request (a WebSocket) ends when its socket closes: 101, not a client that left
+            const status = notes.upgraded === true ? 101 : response.writableEnded ? response.statusCode : 499
             metrics.requestFinished(name, notes.label, status, (performance.now() - started) / 1000)
             if (log.requests) {
               const { label, app, model } = notes
@@ -235,6 +236,7 @@ export const makeEdge = Effect.gen(function* () {
           incoming: edge.incoming,
           deadline: Date.now() + config.requestTimeoutMs,
           noteModel: (model) => void (edge.notes.model = model.slice(0, 200)),
+          noteUpgraded: () => void (edge.notes.upgraded = true),
           json: Effect.suspend(() => readJson(edge.incoming, settings.maxBodyBytes, principal.app))
         }
         const handled = matched.handler(ctx)

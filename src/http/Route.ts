@@ -55,6 +55,8 @@ export interface RequestContext {
   readonly deadline: number
   /** record the model the request named, for the access log line */
   readonly noteModel: (model: string) => void
+  /** record that the request was upgraded (a WebSocket): the access log and metrics say 101 */
+  readonly noteUpgraded: () => void
   /** the JSON body, read once with every body limit; requires `application/json` */
   readonly json: Effect.Effect<unknown, AnyGatewayError>
 }

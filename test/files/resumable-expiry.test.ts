@@ -100,6 +100,7 @@ const withResumable = <A, E>(
           request: {} as RequestContext["request"],
           deadline: Number.MAX_SAFE_INTEGER,
           noteModel: () => undefined,
+          noteUpgraded: () => undefined,
           json: Effect.succeed({})
         } as RequestContext
       }

@@ -40,13 +40,13 @@ afterAll(async () => {
   await upstream?.close()
 })
 
-/** How many requests the gateway answered per route label (its `/gateway/metrics`; without adminKey an app key reads them). */
+/** How many requests the gateway answered per route label and status (its `/gateway/metrics`; without adminKey an app key reads them). */
 const routeCounts = async (gw: TestGateway): Promise<Record<string, number>> => {
   const text = await (await fetch(`${gw.url}/gateway/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text()
   const counts: Record<string, number> = {}
   for (const line of text.split("\n")) {
-    const match = /^gateway_requests_total\{[^}]*route="([^"]+)"[^}]*\} (\d+)/.exec(line)
-    if (match !== null) counts[match[1]] = (counts[match[1]] ?? 0) + Number(match[2])
+    const match = /^gateway_requests_total\{[^}]*route="([^"]+)",status="(\d+)"\} (\d+)/.exec(line)
+    if (match !== null) counts[`${match[1]} ${match[2]}`] = (counts[`${match[1]} ${match[2]}`] ?? 0) + Number(match[3])
   }
   return counts
 }
@@ -67,8 +67,8 @@ describe("Codex over the Responses WebSocket", () => {
       expect(upstream.requests).toHaveLength(2)
       const output = messagesOf(upstream.requests[1]).find((m) => m.role === "tool" && m.tool_call_id === "call_ws_1")
       expect(JSON.stringify(output?.content)).toContain("over-the-socket")
-      // one upgrade carried both turns: no POST /v1/responses at all
-      expect(await routeCounts(on)).toEqual({ "responses.websocket": 1 })
+      // one upgrade carried both turns (101, counted when the socket closed): no POST /v1/responses at all
+      expect(await routeCounts(on)).toEqual({ "responses.websocket 101": 1 })
     } finally {
       await run.dispose()
     }
@@ -82,7 +82,7 @@ describe("Codex over the Responses WebSocket", () => {
       expect(codexAnswer(run)).toBe("Over HTTP.")
       expect(run.stderr).not.toMatch(/Falling back from WebSockets/i)
       // one upgrade refused (no retries), then the turn over HTTP
-      expect(await routeCounts(off)).toEqual({ "responses.websocket": 1, "responses.create": 1 })
+      expect(await routeCounts(off)).toEqual({ "responses.websocket 426": 1, "responses.create 200": 1 })
     } finally {
       await run.dispose()
     }

@@ -88,6 +88,7 @@ export const webSocketHandler =
         })
       }
       const socket = yield* Effect.mapError(ctx.request.upgrade, () => Errors.invalidRequest("websocket_upgrade_failed", "The WebSocket upgrade failed"))
+      ctx.noteUpgraded()
       const write = yield* socket.writer
       const send = (text: string) => Effect.catchAll(write(text), () => Effect.void)
       const close = (code: number, reason: string) => Effect.catchAll(write(new Socket.CloseEvent(code, reason)), () => Effect.void)
