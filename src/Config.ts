@@ -67,8 +67,13 @@ export const ProviderConfig = Schema.Struct({
   price: optionalExact(Price),
   /** sampling params no model of this provider takes */
   rejects: optionalExact(Schema.Array(Schema.String)),
-  /** client Messages beta flags forwarded to a native (`anthropic`) upstream; replaces the default allow-list */
-  betas: optionalExact(Schema.Array(BetaFlag))
+  /**
+   * client Messages beta flags (or flag families, without the date) never forwarded to a native
+   * (`anthropic`) upstream; replaces the default deny-list (every other flag is forwarded)
+   */
+  denyBetas: optionalExact(Schema.Array(BetaFlag)),
+  /** replaced by `denyBetas`: refused with a problem saying so */
+  betas: optionalExact(Schema.Unknown)
 })
 export type ProviderConfig = typeof ProviderConfig.Type
 
@@ -363,6 +368,9 @@ const crossCheck = (config: GatewayConfig): Array<string> => {
     if (name.includes("/") || name.includes("#")) problems.push(`providers.${name}: a provider name cannot contain / or #`)
     if (provider.type !== "mock" && provider.baseUrl === undefined) problems.push(`providers.${name}.baseUrl: is required for type ${provider.type}`)
     if (provider.apiKey !== undefined && provider.apiKeys !== undefined) problems.push(`providers.${name}.apiKeys: give apiKey or apiKeys, not both`)
+    if (provider.betas !== undefined) {
+      problems.push(`providers.${name}.betas: replaced by denyBetas — every client beta flag is now forwarded except a deny-list (see the README); list the flags to hold back in denyBetas`)
+    }
   }
   const targetOk = (target: string) => {
     const slash = target.indexOf("/")

@@ -78,7 +78,7 @@ describe("the attribution block", () => {
     expect(later.map((b) => b.text)).toEqual([POLICY, `Note: ${BILLING}`])
   })
 
-  it("the real Claude Code's block reaches the upstream first, as Claude Code sends it direct", async () => {
+  it("the real Claude Code's block reaches the upstream first, as Claude Code sends it direct, and so do its beta flags", async () => {
     const direct = await runClaudeCode({ baseUrl: native.url.replace(/\/v1$/, ""), apiKey: "upstream-key", prompt: "Say ok", model: "claude-haiku-4-5" })
     const directRequest = native.requests.length - 1
     const via = await runClaudeCode({ baseUrl: gateway.url, apiKey: KEY, prompt: "Say ok", model: "claude-haiku-4-5" })
@@ -90,6 +90,10 @@ describe("the attribution block", () => {
       expect(sent[0].text.startsWith("x-anthropic-billing-header:")).toBe(true)
       expect(received[0]).toEqual(sent[0])
       expect(received[1]).toEqual({ type: "text", text: POLICY })
+      // every beta flag Claude Code sends direct reaches the upstream through the gateway too (none is on the deny-list)
+      const directBetas = native.requests[directRequest].headers["anthropic-beta"]
+      expect(String(directBetas).split(",").length).toBeGreaterThanOrEqual(3)
+      expect(native.requests[native.requests.length - 1].headers["anthropic-beta"]).toBe(directBetas)
       // Claude Code's own blocks follow, one for one (their text names each run's temp dirs)
       expect(received.length).toBe(sent.length + 1)
       expect(received[2].text.slice(0, 40)).toBe(sent[1].text.slice(0, 40))

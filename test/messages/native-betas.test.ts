@@ -1,8 +1,8 @@
 /**
- * Messages beta flags (`anthropic-beta`, `messages-beta`): a native (`anthropic`) upstream gets the
- * client's flags on the allow-list (the default one, or `providers.<name>.betas`), merged with the
- * operator's configured `anthropic-beta`; flags needing a server feature never reach it; openai
- * and gemini upstreams never get the header.
+ * Messages beta flags (`anthropic-beta`, `messages-beta`): a native (`anthropic`) upstream gets
+ * every client flag except those on the deny-list (the default one, or
+ * `providers.<name>.denyBetas`), merged with the operator's configured `anthropic-beta`; openai and
+ * gemini upstreams never get the header.
  */
 import * as net from "node:net"
 import { Either } from "effect"
@@ -73,9 +73,9 @@ describe("Messages beta flags", () => {
       keys: [{ key: KEY, app: "betas" }],
       providers: {
         ant: { type: "anthropic", baseUrl: messages.origin, apiKey: "k" },
-        picky: { type: "anthropic", baseUrl: messages.origin, apiKey: "k", betas: ["context-1m-2025-08-07", "files-api-2025-04-14"] },
+        picky: { type: "anthropic", baseUrl: messages.origin, apiKey: "k", denyBetas: ["context-1m", "claude-code-20250219", "fine-grained-tool-streaming-2025-01-01"] },
         operator: { type: "anthropic", baseUrl: messages.origin, apiKey: "k", headers: { "Anthropic-Beta": "operator-flag-2025-01-01, interleaved-thinking-2025-05-14" } },
-        closed: { type: "anthropic", baseUrl: messages.origin, apiKey: "k", betas: [] },
+        open: { type: "anthropic", baseUrl: messages.origin, apiKey: "k", denyBetas: [] },
         oai: { type: "openai", baseUrl: openai.url, apiKey: "k" },
         gem: { type: "gemini", baseUrl: gemini.origin, apiKey: "k" }
       }
@@ -91,10 +91,17 @@ describe("Messages beta flags", () => {
     await Promise.all([messages?.close(), openai?.close(), gemini?.close()])
   })
 
-  it("forwards only the default allow-list's flags of Claude Code's list", async () => {
+  it("forwards every flag of Claude Code's list except the default deny-list's (OAuth, Files API, code execution, MCP client, web fetch)", async () => {
     const reply = await post(gateway.port, "ant/claude-x", [["anthropic-beta", claudeCode.join(",")]])
     expect(reply.status, reply.text).toBe(200)
-    expect(sentBeta()).toBe("interleaved-thinking-2025-05-14,context-1m-2025-08-07,fine-grained-tool-streaming-2025-05-14,token-efficient-tools-2025-02-19")
+    expect(sentBeta()).toBe(
+      "claude-code-20250219,interleaved-thinking-2025-05-14,context-1m-2025-08-07,fine-grained-tool-streaming-2025-05-14,token-efficient-tools-2025-02-19,context-management-2025-06-27,prompt-caching-scope-2026-01-05"
+    )
+  })
+
+  it("a deny entry is a flag family: a later date of a denied flag is held back, a flag that only starts alike is not", async () => {
+    await post(gateway.port, "ant/claude-x", [["anthropic-beta", "oauth-2031-01-01,skills-2025-10-02,oauthless-2025-01-01,computer-use-2025-01-24,code-executions-2026-01-01"]])
+    expect(sentBeta()).toBe("oauthless-2025-01-01,code-executions-2026-01-01")
   })
 
   it("reads both spellings, repeated headers and spaces after commas", async () => {
@@ -107,18 +114,19 @@ describe("Messages beta flags", () => {
     expect(sentBeta()).toBe("interleaved-thinking-2025-05-14,context-1m-2025-08-07,token-efficient-tools-2025-02-19")
   })
 
-  it("sends no anthropic-beta when no client flag is allowed and none is configured", async () => {
-    await post(gateway.port, "ant/claude-x", [["anthropic-beta", "files-api-2025-04-14,claude-code-20250219"]])
+  it("sends no anthropic-beta when every client flag is denied and none is configured", async () => {
+    await post(gateway.port, "ant/claude-x", [["anthropic-beta", "files-api-2025-04-14,oauth-2025-04-20"]])
     expect(sentBeta()).toBeUndefined()
     await post(gateway.port, "ant/claude-x", [])
     expect(sentBeta()).toBeUndefined()
-    await post(gateway.port, "closed/claude-x", [["anthropic-beta", "interleaved-thinking-2025-05-14"]])
-    expect(sentBeta()).toBeUndefined()
   })
 
-  it("a configured list replaces the default one", async () => {
+  it("a configured deny-list replaces the default one; an empty one forwards every flag", async () => {
     await post(gateway.port, "picky/claude-x", [["anthropic-beta", claudeCode.join(",")]])
-    expect(sentBeta()).toBe("context-1m-2025-08-07,files-api-2025-04-14")
+    // context-1m denied as a family, claude-code by its dated name; a dated entry holds back only that date
+    expect(sentBeta()).toBe(claudeCode.filter((f) => f !== "context-1m-2025-08-07" && f !== "claude-code-20250219").join(","))
+    await post(gateway.port, "open/claude-x", [["anthropic-beta", claudeCode.join(",")]])
+    expect(sentBeta()).toBe(claudeCode.join(","))
   })
 
   it("merges with the operator's configured anthropic-beta, without repeating a flag", async () => {
@@ -143,12 +151,15 @@ describe("Messages beta flags", () => {
     }
   })
 
-  it("a bad betas value is a config error naming its path", () => {
-    const decoded = decodeConfig({ providers: { ant: { type: "anthropic", baseUrl: "http://127.0.0.1:1", betas: ["ok-flag", "two,flags"] } } }, {})
+  it("a bad denyBetas value is a config error naming its path; the old betas allow-list is refused saying what replaced it", () => {
+    const decoded = decodeConfig({ providers: { ant: { type: "anthropic", baseUrl: "http://127.0.0.1:1", denyBetas: ["ok-flag", "two,flags"] } } }, {})
     expect(Either.isLeft(decoded)).toBe(true)
-    if (Either.isLeft(decoded)) expect(decoded.left.problems.join("\n")).toMatch(/providers\.ant\.betas\.1/)
-    const notList = decodeConfig({ providers: { ant: { type: "anthropic", baseUrl: "http://127.0.0.1:1", betas: "interleaved-thinking-2025-05-14" } } }, {})
+    if (Either.isLeft(decoded)) expect(decoded.left.problems.join("\n")).toMatch(/providers\.ant\.denyBetas\.1/)
+    const notList = decodeConfig({ providers: { ant: { type: "anthropic", baseUrl: "http://127.0.0.1:1", denyBetas: "oauth" } } }, {})
     expect(Either.isLeft(notList)).toBe(true)
-    if (Either.isLeft(notList)) expect(notList.left.problems.join("\n")).toMatch(/providers\.ant\.betas/)
+    if (Either.isLeft(notList)) expect(notList.left.problems.join("\n")).toMatch(/providers\.ant\.denyBetas/)
+    const old = decodeConfig({ providers: { ant: { type: "anthropic", baseUrl: "http://127.0.0.1:1", betas: ["interleaved-thinking-2025-05-14"] } } }, {})
+    expect(Either.isLeft(old)).toBe(true)
+    if (Either.isLeft(old)) expect(old.left.problems).toEqual([expect.stringMatching(/^providers\.ant\.betas: replaced by denyBetas/)])
   })
 })

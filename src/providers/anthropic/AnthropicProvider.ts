@@ -6,7 +6,7 @@ import { HttpUpstream, type UpstreamResponse } from "../HttpUpstream.js"
 import { wholeSource, type AnswerSource, type Provider, type ProviderCall, type ProviderFactory } from "../Provider.js"
 import { sseSource } from "../Sse.js"
 import { parseJson, retryAfterOf, statusError, transportError, wholeText } from "../Upstream.js"
-import { defaultBetas, upstreamBetas } from "./Betas.js"
+import { defaultDeniedBetas, upstreamBetas } from "./Betas.js"
 import { buildMessagesRequest } from "./Request.js"
 import { refusedParams, unforcedToolChoice } from "./ThinkingLimits.js"
 import { eventsOfMessage, finishStream, initialStreamState, readStreamEvent, readWireError } from "./Response.js"
@@ -74,12 +74,12 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
         Effect.flatMap((text) => Effect.fail(statusFailure(response.status, response.headers, text)))
       )
 
-    // the operator's own `anthropic-beta` (any spelling of the name) is merged with the client's allowed flags
+    // the operator's own `anthropic-beta` (any spelling of the name) is merged with the client's flags not denied
     const configuredBeta = Object.entries(headers).find(([key]) => key.toLowerCase() === "anthropic-beta")
     const baseHeaders = configuredBeta === undefined ? headers : Object.fromEntries(Object.entries(headers).filter(([key]) => key !== configuredBeta[0]))
-    const allowedBetas = config.betas ?? defaultBetas
+    const deniedBetas = config.denyBetas ?? defaultDeniedBetas
     const headersOf = (call: ProviderCall): Record<string, string> => {
-      const betas = upstreamBetas(configuredBeta?.[1], call.request.betas, allowedBetas)
+      const betas = upstreamBetas(configuredBeta?.[1], call.request.betas, deniedBetas)
       return betas === undefined ? baseHeaders : { ...baseHeaders, "anthropic-beta": betas }
     }
 

@@ -1,16 +1,16 @@
 /**
  * Messages beta flags (`anthropic-beta`). Against a native Messages upstream the gateway forwards
- * only the client flags that change how the model behaves, never those that need a server feature
- * it does not provide (Files API, code execution, MCP client, web fetch, context management,
- * OAuth, ...). `providers.<name>.betas` replaces this list.
+ * every client flag except those that need a credential or a server feature this gateway replaces
+ * or does not pass on: OAuth sign-in (the gateway holds the upstream key), the Files API (files
+ * are the gateway's own, sent inline), the MCP connector and skills (tools are the caller's or the
+ * gateway's host tools), code execution, web fetch and computer use (server and client tool types
+ * the gateway does not send). An entry names a flag family (`oauth` denies `oauth-2025-04-20`) or,
+ * with its date, one flag. `providers.<name>.denyBetas` replaces this list.
  */
-export const defaultBetas: ReadonlyArray<string> = [
-  "interleaved-thinking-2025-05-14",
-  "context-1m-2025-08-07",
-  "fine-grained-tool-streaming-2025-05-14",
-  "token-efficient-tools-2025-02-19",
-  "output-128k-2025-02-19"
-]
+export const defaultDeniedBetas: ReadonlyArray<string> = ["oauth", "files-api", "mcp-client", "skills", "code-execution", "web-fetch", "computer-use"]
+
+/** Whether a deny entry names the flag: the flag itself, or its family (the entry then a `-`). */
+const denies = (entry: string, flag: string): boolean => flag === entry || (flag.startsWith(entry) && flag.charAt(entry.length) === "-")
 
 /** A comma-separated flag list as its flags, trimmed, empty entries left out. */
 export const splitBetas = (value: string | undefined): Array<string> =>
@@ -27,10 +27,10 @@ export const clientBetas = (headers: Readonly<Record<string, string | undefined>
 
 /**
  * The `anthropic-beta` value sent upstream: the operator's configured flags, then the client's
- * flags on the allow-list; undefined when there are none.
+ * flags the deny-list does not name; undefined when there are none.
  */
-export const upstreamBetas = (configured: string | undefined, client: ReadonlyArray<string> | undefined, allowed: ReadonlyArray<string>): string | undefined => {
+export const upstreamBetas = (configured: string | undefined, client: ReadonlyArray<string> | undefined, denied: ReadonlyArray<string>): string | undefined => {
   const flags = new Set(splitBetas(configured))
-  for (const flag of client ?? []) if (allowed.includes(flag)) flags.add(flag)
+  for (const flag of client ?? []) if (!denied.some((entry) => denies(entry, flag))) flags.add(flag)
   return flags.size === 0 ? undefined : [...flags].join(",")
 }
