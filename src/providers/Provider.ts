@@ -57,6 +57,11 @@ export interface AnswerSource {
  */
 export interface Provider {
   readonly open: (call: ProviderCall) => AnswerSource
+  /**
+   * The input tokens the upstream itself counts for this call's request (an upstream with a
+   * count endpoint: the native Messages API). Absent: the gateway estimates.
+   */
+  readonly countTokens?: (call: ProviderCall) => Effect.Effect<number, UpstreamError>
 }
 
 /** Builds a provider instance of one type from its config entry. */

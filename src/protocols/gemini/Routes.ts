@@ -12,6 +12,7 @@ import { HostToolLoop } from "../../services/tools/Loop.js"
 import { decodeAt } from "../Decode.js"
 import { writeAnswer, type RunFacts } from "../Answer.js"
 import { makeFileResolver } from "../FileParts.js"
+import { makeTokenCounter } from "../CountTokens.js"
 import { fetchEach, makeRemoteParts } from "../RemoteParts.js"
 import { makeStopFilter } from "../StopSequences.js"
 import { decodeGemini, fileUris, refuse, type DecodedGemini } from "./Decode.js"
@@ -53,6 +54,7 @@ export const geminiRoutes = Effect.gen(function* () {
   const catalog = yield* Catalog
   const remoteParts = yield* makeRemoteParts
   const resolveFiles = yield* makeFileResolver
+  const count = yield* makeTokenCounter
 
   /** Decode a generate-content body, fetching the http(s) `fileData` it names first. */
   const decode = (wire: Record<string, unknown>, ctx: RequestContext, stream: boolean) =>
@@ -121,20 +123,24 @@ export const geminiRoutes = Effect.gen(function* () {
       return yield* answer(ctx, model, decoded, alt === "sse" ? sseForm : arrayForm)
     })
 
-  /** An estimate of the input the request would send, with the refusals a real request gets. */
+  /**
+   * The input the request would send: the upstream's own count when the model runs on a native
+   * Messages upstream, else an estimate; with the refusals a real request gets.
+   */
   const countTokens = (ctx: RequestContext, model: string) =>
     Effect.gen(function* () {
       const body = yield* bodyObject(yield* ctx.json)
       const wire = yield* decodeCount(body, "")
       const inner = wire.generateContentRequest
       const decoded = inner !== undefined && inner !== null ? yield* decode(inner, ctx, false) : yield* decode(body, ctx, false)
-      // the model must exist and be allowed for this app, as for a real request
-      yield* catalog.resolve(model, ctx.app)
+      // the model must exist and be allowed for this app, as for a real request (with its thinking variant)
+      const resolved = yield* catalog.resolve(model, ctx.app, decoded.reasoning !== undefined ? { reasoningEffort: decoded.reasoning.level, nearestAbove: decoded.reasoning.nearestAbove } : undefined)
       // the app's host tools count as offered (with a request's side effects: app directory, servers, not_ready)
       const hosted = yield* runner.counted(ctx.app.name, model, decoded.request)
       const request = withRespondTool({ ...hosted, system: catalog.system(model, ctx.app, hosted.system) })
       const offered = request.toolChoice.type === "none" ? { ...request, tools: [] } : request
-      return Reply.json({ totalTokens: estimateTokens(offered, geminiCalibration) })
+      const tokens = yield* count(resolved, request, () => estimateTokens(offered, geminiCalibration), ctx.deadline)
+      return Reply.json({ totalTokens: tokens })
     })
 
   const unsupported = (ctx: RequestContext) =>

@@ -12,6 +12,7 @@ import { decodeBody } from "../Decode.js"
 import { writeAnswer, type RunFacts } from "../Answer.js"
 import { makeStopFilter } from "../StopSequences.js"
 import { makeFileResolver } from "../FileParts.js"
+import { makeTokenCounter } from "../CountTokens.js"
 import { applyCaching } from "./Caching.js"
 import { decodeMessages, messagesFileRefs, type DecodedMessages } from "./Decode.js"
 import { errorEvent, makeMessageEncoder, messageBody, newMessageId } from "./Encode.js"
@@ -54,6 +55,7 @@ export const messagesRoutes = Effect.gen(function* () {
   const runner = yield* HostToolLoop
   const catalog = yield* Catalog
   const resolveFiles = yield* makeFileResolver
+  const count = yield* makeTokenCounter
 
   const create = (ctx: RequestContext) =>
     Effect.gen(function* () {
@@ -115,19 +117,25 @@ export const messagesRoutes = Effect.gen(function* () {
       })
     })
 
-  /** An estimate of the input the request would send, with the refusals a real request gets. */
+  /**
+   * The input the request would send: the upstream's own count on a native Messages upstream, else
+   * an estimate; with the refusals a real request gets.
+   */
   const countTokens = (ctx: RequestContext) =>
     Effect.gen(function* () {
       const wire = yield* decodeCount(yield* ctx.json)
       const files = yield* resolveFiles(ctx.principal.app, messagesFileRefs(wire), "messages")
       const decoded = yield* Either.match(decodeMessages(wire, { maxTools: config.maxTools, stream: false, files, hostTool: mayNameHostTool(config, ctx.app.name) }), { onLeft: Effect.fail, onRight: Effect.succeed })
-      // the model must exist and be allowed for this app, as for a real request
-      yield* catalog.resolve(wire.model, ctx.app)
+      // the model must exist and be allowed for this app, as for a real request (with its thinking variant)
+      const resolved = yield* catalog.resolve(wire.model, ctx.app, decoded.level !== undefined ? { reasoningEffort: decoded.level, nearestAbove: true } : undefined)
       // the app's host tools count as offered (with a request's side effects: app directory, servers, not_ready)
       const hosted = yield* runner.counted(ctx.app.name, wire.model, decoded.request)
-      const request = withRespondTool({ ...hosted, system: catalog.system(wire.model, ctx.app, hosted.system) })
+      // the client's beta flags go with an upstream count as with a real call
+      const betas = clientBetas(ctx.headers)
+      const request = withRespondTool({ ...hosted, system: catalog.system(wire.model, ctx.app, hosted.system), ...(betas.length > 0 ? { betas } : {}) })
       const offered = request.toolChoice.type === "none" ? { ...request, tools: [] } : request
-      return Reply.json({ input_tokens: estimateTokens(offered, messagesCalibration) })
+      const tokens = yield* count(resolved, request, () => estimateTokens(offered, messagesCalibration), ctx.deadline)
+      return Reply.json({ input_tokens: tokens })
     })
 
   const routes: ReadonlyArray<Route> = [

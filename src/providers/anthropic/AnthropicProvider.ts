@@ -135,8 +135,22 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
       })
     }
 
+    /** `POST {baseUrl}/v1/messages/count_tokens` for the body a call would send, without the fields that endpoint refuses. */
+    const countTokens = (call: ProviderCall): Effect.Effect<number, UpstreamError> => {
+      const { max_tokens: _max, stream: _stream, temperature: _t, top_p: _p, top_k: _k, stop_sequences: _s, ...body } = buildMessagesRequest(
+        call.target,
+        unforcedToolChoice(call.target, call.request)
+      )
+      const request = { url: `${url}/count_tokens`, headers: headersOf(call), body: JSON.stringify(body), deadline: call.deadline }
+      return Effect.flatMap(wholeText(name, upstream.postWhole(request), statusFailure), (text) => {
+        const answer = parseJson(text)
+        const tokens = typeof answer === "object" && answer !== null && "input_tokens" in answer ? answer.input_tokens : undefined
+        return typeof tokens === "number" && Number.isInteger(tokens) && tokens >= 0 ? Effect.succeed(tokens) : Effect.fail(badResponse("the count is not {input_tokens}"))
+      })
+    }
+
     // a streamed answer or one non-streamed call; the upstream request's abort timer ends either at the deadline
-    const provider: Provider = { open: (call) => (call.request.stream ? streamed(call) : wholeSource(complete(call))) }
+    const provider: Provider = { open: (call) => (call.request.stream ? streamed(call) : wholeSource(complete(call))), countTokens }
     return provider
   })
 

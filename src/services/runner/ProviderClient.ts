@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, type Option, Stream } from "effect"
 import type { ProviderConfig } from "../../Config.js"
 import type { CanonicalRequest, ModelEvent } from "../../domain/Canonical.js"
 import { UpstreamError } from "../../domain/Errors.js"
@@ -14,6 +14,8 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
     readonly open: (call: ProviderCall) => AnswerSource
     /** sampling params the target's provider type would refuse for this request (see ProviderFactory) */
     readonly refusedParams: (target: ProviderTarget, request: CanonicalRequest) => ReadonlyArray<string>
+    /** the upstream's own input token count for the call (see Provider); none when its provider cannot count */
+    readonly countTokens: (call: ProviderCall) => Effect.Effect<Option.Option<number>, UpstreamError>
   }
 >() {
   /** Build one instance per configured provider, with the factories in context. */
@@ -29,14 +31,19 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
         const keys = config.apiKeys ?? []
         for (let i = 0; i < keys.length; i++) instances.set(`${name}#${i}`, yield* factory.make(name, { ...config, apiKey: keys[i] }))
       }
+      const instanceOf = (target: ProviderTarget) => instances.get(target.keyIndex === undefined ? target.provider : `${target.provider}#${target.keyIndex}`)
       return ProviderClient.of({
         open: (call) => {
-          const instance = instances.get(call.target.keyIndex === undefined ? call.target.provider : `${call.target.provider}#${call.target.keyIndex}`)
+          const instance = instanceOf(call.target)
           return instance === undefined
             ? wholeSource(Effect.fail(new UpstreamError({ reason: "bad_request", provider: call.target.provider, message: "provider not configured" })))
             : instance.open(call)
         },
-        refusedParams: (target, request) => factories.get(target.providerType)?.refusedParams(target, request) ?? noParams
+        refusedParams: (target, request) => factories.get(target.providerType)?.refusedParams(target, request) ?? noParams,
+        countTokens: (call) => {
+          const count = instanceOf(call.target)?.countTokens
+          return count === undefined ? Effect.succeedNone : Effect.asSome(count(call))
+        }
       })
     })
 
@@ -44,7 +51,10 @@ export class ProviderClient extends Context.Tag("gateway/ProviderClient")<
 
   /** A test double: every call answers with the given function's stream (within the call's deadline). */
   static readonly layerTest = (f: (call: ProviderCall) => Stream.Stream<ModelEvent, UpstreamError>) =>
-    Layer.succeed(ProviderClient, ProviderClient.of({ open: (call) => streamSource(Stream.suspend(() => f(call)), call), refusedParams: () => noParams }))
+    Layer.succeed(
+      ProviderClient,
+      ProviderClient.of({ open: (call) => streamSource(Stream.suspend(() => f(call)), call), refusedParams: () => noParams, countTokens: () => Effect.succeedNone })
+    )
 }
 
 const noParams: ReadonlyArray<string> = []
