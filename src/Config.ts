@@ -214,7 +214,9 @@ export const GatewayConfig = Schema.Struct({
       statementTimeoutMs: Schema.optionalWith(PositiveInt.pipe(Schema.lessThanOrEqualTo(MAX_STATEMENT_TIMEOUT_MS)), {
         exact: true,
         default: () => STATEMENT_TIMEOUT_MS
-      })
+      }),
+      /** how long the gateway keeps trying to reach the database at start before it exits with status 2 (default 30 s) */
+      connectWithinMs: optionalExact(PositiveInt.pipe(Schema.lessThanOrEqualTo(MAX_STATEMENT_TIMEOUT_MS)))
     }),
     { exact: true, default: () => ({ poolSize: 10, statementTimeoutMs: STATEMENT_TIMEOUT_MS }) }
   ),

@@ -124,7 +124,7 @@ export interface PostgresDatabaseOptions {
 /**
  * PostgreSQL at `url`, shared by every replica: `poolSize` connections, migrated at start, each
  * statement bounded (Postgres.ts). Fails with `DatabaseUnreachable` (host only) when no
- * connection opens within 30 s.
+ * connection opens within `connectWithinMs` (default 30 s).
  */
 export const postgresDatabaseLayer = (url: Redacted.Redacted<string>, poolSize: number, options: PostgresDatabaseOptions = {}) => {
   const client = postgresLayer({ url, poolSize, ...options })
@@ -138,4 +138,7 @@ export const postgresDatabaseLayer = (url: Redacted.Redacted<string>, poolSize: 
 export const databaseLayer = (config: GatewayConfig): Layer.Layer<SqlClient.SqlClient | WalSync | Backend, DatabaseUnreachable> =>
   config.database.url === undefined
     ? sqliteLayer(config.dataDir)
-    : postgresDatabaseLayer(config.database.url, config.database.poolSize, { statementTimeoutMs: config.database.statementTimeoutMs })
+    : postgresDatabaseLayer(config.database.url, config.database.poolSize, {
+        statementTimeoutMs: config.database.statementTimeoutMs,
+        ...(config.database.connectWithinMs !== undefined ? { connectWithinMs: config.database.connectWithinMs } : {})
+      })
