@@ -7,7 +7,7 @@ import { Reply, type RequestContext } from "../http/Route.js"
 import { encodedPull, pulledBytes, streamResponse, utf8 } from "../http/Writer.js"
 import type { ModelRunner, RunOptions, StartedRun } from "../services/runner/ModelRunner.js"
 import type { HostToolLoop, LoopFacts, Refinish } from "../services/tools/Loop.js"
-import { holdStructured } from "./HeldBack.js"
+import { holdStructured, holdStructuredInStream } from "./HeldBack.js"
 import { withKeepAlive } from "./KeepAlive.js"
 import { targetName } from "../providers/Provider.js"
 
@@ -137,12 +137,16 @@ interface Started {
   readonly held: ReadonlyArray<Either.Either<StartedRun, GatewayError>>
 }
 
-/** Every run started (each has its first events, or the request fails: an HTTP error), held back when structured. */
-const startRuns = (runner: ModelRunner["Type"], spec: AnswerSpec, n: number): Effect.Effect<Started, GatewayError, Scope.Scope> => {
+/**
+ * Every run started (each has its first events, or the request fails: an HTTP error), held back when
+ * structured: before the stream commits, or (`inStream`, one run) on the committed stream.
+ */
+const startRuns = (runner: ModelRunner["Type"], spec: AnswerSpec, n: number, inStream = false): Effect.Effect<Started, GatewayError, Scope.Scope> => {
   const structured = spec.run.request.structured
   const start = runner.start(spec.run)
   // one run, not structured (nearly every request): no forEach, no hold
   if (n === 1 && structured === undefined) return Effect.map(start, (run) => ({ started: [run], held: [Either.right(run)] }))
+  if (n === 1 && inStream && structured !== undefined) return Effect.map(start, (run) => ({ started: [run], held: [Either.right(holdStructuredInStream(run, structured))] }))
   return Effect.flatMap(Effect.forEach(Array.from({ length: n }), () => start, { concurrency: n > 1 ? "unbounded" : 1 }), (started) =>
     Effect.map(Effect.forEach(started, (run) => Effect.either(holdStructured(run, structured)), { concurrency: n > 1 ? "unbounded" : 1 }), (held) => ({ started, held }))
   )
@@ -151,11 +155,14 @@ const startRuns = (runner: ModelRunner["Type"], spec: AnswerSpec, n: number): Ef
 /**
  * A streamed answer: every run started (its first events in hand) in the request's scope, which
  * holds the model calls open until the platform has written the body. From then on a run silent for
- * `keepAliveMs` (config `streamKeepAliveMs`) gives a keep-alive (spec rule 1.7).
+ * `keepAliveMs` (config `streamKeepAliveMs`) gives a keep-alive (spec rule 1.7). A structured
+ * answer is held back before the stream commits, except on a protocol whose missing answer is an
+ * error event in the stream (Messages): there the stream commits at the first event and carries
+ * keep-alives while the answer is held.
  */
-const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec, keepAliveMs: number) =>
-  Effect.flatMap(startRuns(runner, spec, spec.n ?? 1), ({ held, started }): Effect.Effect<Reply, GatewayError> => {
-    const encoder = spec.stream()
+const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec, keepAliveMs: number) => {
+  const encoder = spec.stream()
+  return Effect.flatMap(startRuns(runner, spec, spec.n ?? 1, encoder.missingStructuredInStream === true), ({ held, started }): Effect.Effect<Reply, GatewayError> => {
     const headers = { ...answerHeaders(spec, started), "content-type": encoder.contentType, "cache-control": "no-cache" }
     const runs: Array<StartedRun> = []
     for (const result of held) {
@@ -213,3 +220,4 @@ const streamed = (runner: ModelRunner["Type"], spec: AnswerSpec, keepAliveMs: nu
     )
     return Effect.succeed(streamResponse(200, headers, utf8(body)))
   })
+}

@@ -118,6 +118,8 @@ export const encodeChatEvent = (meta: ChatMeta, index: number, state: ChoiceStat
     }
     case "KeepAlive":
       return sseComment()
+    case "ToolCallStarted":
+      return ""
   }
 }
 

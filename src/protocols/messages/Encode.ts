@@ -166,6 +166,8 @@ export const makeMessageEncoder = (meta: MessageMeta): MessageEncoder => {
           return ""
         case "KeepAlive":
           return sseComment()
+        case "ToolCallStarted":
+          return ""
       }
     },
     end: (stopSequence) => {

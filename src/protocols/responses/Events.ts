@@ -150,6 +150,8 @@ export const makeEncoder = (options: EncoderOptions): Encoder => {
         return ""
       case "KeepAlive":
         return sseComment()
+      case "ToolCallStarted":
+        return ""
     }
   }
 

@@ -232,6 +232,7 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
                       case "ReasoningDelta":
                       case "RedactedReasoning":
                       case "KeepAlive":
+                      case "ToolCallStarted":
                         out.push(event)
                         break
                       case "Usage":
