@@ -202,11 +202,6 @@ export type ModelEvent =
   | { readonly _tag: "Finish"; readonly reason: FinishReason }
   /** nothing to show yet (the gateway runs host tools): the stream keeps its connection alive */
   | { readonly _tag: "KeepAlive" }
-  /**
-   * a tool call has begun to arrive (it is passed on whole when complete, spec 1.4): the answer
-   * has begun, so a stream commits and keep-alives fill the wait; nothing is written for it
-   */
-  | { readonly _tag: "ToolCallStarted" }
 
 export const ModelEvent = {
   text: (text: string): ModelEvent => ({ _tag: "TextDelta", text }),
@@ -217,8 +212,7 @@ export const ModelEvent = {
   toolCall: (call: ToolCall): ModelEvent => ({ _tag: "ToolCall", call }),
   usage: (usage: Usage): ModelEvent => ({ _tag: "Usage", usage }),
   finish: (reason: FinishReason): ModelEvent => ({ _tag: "Finish", reason }),
-  keepAlive: { _tag: "KeepAlive" } as ModelEvent,
-  toolCallStarted: { _tag: "ToolCallStarted" } as ModelEvent
+  keepAlive: { _tag: "KeepAlive" } as ModelEvent
 } as const
 
 /** A whole answer: the fold of a model event stream. */
@@ -263,7 +257,6 @@ export const foldEvent = (answer: Answer, event: ModelEvent): Answer => {
     case "Finish":
       return { ...answer, finishReason: event.reason }
     case "KeepAlive":
-    case "ToolCallStarted":
       return answer
   }
 }

@@ -2,7 +2,7 @@
  * A structured answer held back on a Messages stream carries keep-alives (issue 26). Messages
  * writes a missing structured answer as an error event in the stream (spec 4.2), so its stream
  * commits at the upstream's first event and the held answer's wait is filled with SSE comments
- * (`streamKeepAliveMs: 100`, the upstream pausing 1 s while it sends the `respond` call). The
+ * (`streamKeepAliveMs: 100`, the upstream pausing 0.5 s while it sends the `respond` call). The
  * answer itself is the same one text block as without the pause; a missing answer is the error
  * event after the keep-alives, with no `message_stop`. What is asserted is the mechanism: comments
  * between `message_start` and the answer, none before the first event.
@@ -12,13 +12,17 @@ import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startGateway, type TestGateway } from "../support/Gateway.js"
 
-const PAUSE_MS = 1_000
+const PAUSE_MS = 500
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 let upstream: Server
 let gw: TestGateway
 
-/** A native Messages stream: the `respond` call in two halves with a silent pause between (or, `missing`, plain text). */
+/**
+ * A native Messages stream: a word of preamble, then the `respond` call in two halves with a silent
+ * pause between (or, `missing`, plain text with a pause). The stream begins at the preamble: a call
+ * that opened the answer would reach the gateway whole, its wait before the stream begins.
+ */
 const answer = async (res: ServerResponse, missing: boolean) => {
   const event = (type: string, data: Record<string, unknown>) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`)
   event("message_start", { message: { id: "msg_1", type: "message", role: "assistant", model: "m", content: [], stop_reason: null, usage: { input_tokens: 5, output_tokens: 0 } } })
@@ -30,11 +34,14 @@ const answer = async (res: ServerResponse, missing: boolean) => {
     event("content_block_stop", { index: 0 })
     event("message_delta", { delta: { stop_reason: "end_turn" }, usage: { output_tokens: 4 } })
   } else {
-    event("content_block_start", { index: 0, content_block: { type: "tool_use", id: "toolu_1", name: "respond", input: {} } })
-    event("content_block_delta", { index: 0, delta: { type: "input_json_delta", partial_json: '{"verdict":' } })
-    await sleep(PAUSE_MS)
-    event("content_block_delta", { index: 0, delta: { type: "input_json_delta", partial_json: '"yes"}' } })
+    event("content_block_start", { index: 0, content_block: { type: "text", text: "" } })
+    event("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Checking." } })
     event("content_block_stop", { index: 0 })
+    event("content_block_start", { index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "respond", input: {} } })
+    event("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: '{"verdict":' } })
+    await sleep(PAUSE_MS)
+    event("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: '"yes"}' } })
+    event("content_block_stop", { index: 1 })
     event("message_delta", { delta: { stop_reason: "tool_use" }, usage: { output_tokens: 6 } })
   }
   event("message_stop", {})
@@ -92,6 +99,7 @@ describe("a structured answer held back on a Messages stream", () => {
     expect(clean).toContain('"stop_reason":"end_turn"')
     expect(clean).toContain("event: message_stop")
     expect(clean).not.toContain("respond")
+    expect(clean).not.toContain("Checking.")
   })
 
   it("a missing answer is the error event after the keep-alives, with no message_stop", async () => {

@@ -118,8 +118,6 @@ export const encodeChatEvent = (meta: ChatMeta, index: number, state: ChoiceStat
     }
     case "KeepAlive":
       return sseComment()
-    case "ToolCallStarted":
-      return ""
   }
 }
 

@@ -131,8 +131,6 @@ export const makeCandidateEncoder = (meta: GeminiMeta, index: number) => {
           return []
         case "KeepAlive":
           return [{ _tag: "KeepAlive" }]
-        case "ToolCallStarted":
-          return []
       }
     },
     end: (): StreamItem => chunk([signed({ text: "" })], finish, meta.multi ? undefined : usage),

@@ -166,8 +166,6 @@ export const makeMessageEncoder = (meta: MessageMeta): MessageEncoder => {
           return ""
         case "KeepAlive":
           return sseComment()
-        case "ToolCallStarted":
-          return ""
       }
     },
     end: (stopSequence) => {

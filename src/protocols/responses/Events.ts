@@ -150,8 +150,6 @@ export const makeEncoder = (options: EncoderOptions): Encoder => {
         return ""
       case "KeepAlive":
         return sseComment()
-      case "ToolCallStarted":
-        return ""
     }
   }
 

@@ -203,8 +203,7 @@ export const readStreamEvent = (state: StreamState, name: string | undefined, da
           // the start event carries `input: {}`; the arguments follow as input_json_delta pieces
           const json = input !== undefined && Object.keys(input).length > 0 ? JSON.stringify(input) : ""
           state.blocks.set(index, { kind: "tool_use", id, name: toolName, json })
-          // the call goes on whole at its block's end; its start already begins the answer
-          return emit(ModelEvent.toolCallStarted)
+          return none
         }
         default:
           state.blocks.set(index, { kind: "other" })

@@ -118,8 +118,6 @@ export const readChunk = (state: StreamState, chunk: unknown): Array<ModelEvent>
           const existing = state.calls.get(index)
           if (existing === undefined) {
             state.calls.set(index, { id: str(call.id) ?? "", name: str(fn?.name) ?? "", arguments: str(fn?.arguments) ?? "" })
-            // the calls go on whole at the end; the first piece of one already begins the answer
-            events.push(ModelEvent.toolCallStarted)
           } else {
             if (str(call.id)) existing.id = str(call.id)!
             if (str(fn?.name)) existing.name += str(fn?.name)

@@ -232,7 +232,6 @@ export class HostToolLoop extends Context.Tag("gateway/HostToolLoop")<
                       case "ReasoningDelta":
                       case "RedactedReasoning":
                       case "KeepAlive":
-                      case "ToolCallStarted":
                         out.push(event)
                         break
                       case "Usage":
