@@ -113,6 +113,19 @@ const refreshStatus = async () => {
 };
 
 // ---- per model and per app, and the charts over time ----
+/** A top-N table (users, sessions): most requests first, a bar scaled to the busiest, the cost where the table has its column. */
+const rankTable = (id: string, key: string, ranked: ReadonlyArray<readonly [string, Totals]>, withCost: boolean, empty: string) => {
+  const most = ranked.reduce((a, [, t]) => Math.max(a, t.requests), 0);
+  const body = $table(id).tBodies[0];
+  body.replaceChildren(...ranked.map(([name, t]) => el("tr", { [key]: name }, [
+    el("td", { class: "name mono", title: name }, name), el("td", { class: "num" }, num(t.requests)),
+    el("td", {}, minibar(most ? t.requests / most : 0, BLUE)),
+    el("td", { class: "num" + (t.errors > 0 ? " bad" : "") }, num(t.errors)),
+    el("td", { class: "num" }, num(t.inputTokens)), el("td", { class: "num" }, num(t.outputTokens)),
+    ...(withCost ? [el("td", { class: "num" }, cost(t))] : [])
+  ])));
+  if (!ranked.length) body.appendChild(el("tr", {}, el("td", { colspan: withCost ? 7 : 6, class: "empty" }, empty)));
+};
 const breakdownTable = (host: HTMLTableElement, ranked: ReadonlyArray<readonly [string, Totals]>, colorOf: (name: string) => string) => {
   const body = host.tBodies[0];
   body.replaceChildren(...ranked.map(([name, t]) => el("tr", {}, [
@@ -183,27 +196,10 @@ const renderUsage = (r: UsageReport) => {
   if (!r.app) for (const d of r.days) for (const a of d.apps) state.apps.add(a.app);
   syncApps();
   renderCharts();
-  const users = r.topUsers;
-  const most = users.reduce((a, u) => Math.max(a, u.requests), 0);
-  const body = $table("users-table").tBodies[0];
-  body.replaceChildren(...users.map((u) => el("tr", { "data-user": u.user }, [
-    el("td", { class: "name mono", title: u.user }, u.user), el("td", { class: "num" }, num(u.requests)),
-    el("td", {}, minibar(most ? u.requests / most : 0, BLUE)),
-    el("td", { class: "num" + (u.errors > 0 ? " bad" : "") }, num(u.errors)),
-    el("td", { class: "num" }, num(u.inputTokens)), el("td", { class: "num" }, num(u.outputTokens))
-  ])));
-  if (!users.length) body.appendChild(el("tr", {}, el("td", { colspan: 6, class: "empty" }, "No requests with a user in this range (users come from x-gateway-user or the request's user field).")));
-  const sessions = r.topSessions;
-  const busiest = sessions.reduce((a, x) => Math.max(a, x.requests), 0);
-  const rows = $table("sessions-table").tBodies[0];
-  rows.replaceChildren(...sessions.map((x) => el("tr", { "data-session": x.session }, [
-    el("td", { class: "name mono", title: x.session }, x.session), el("td", { class: "num" }, num(x.requests)),
-    el("td", {}, minibar(busiest ? x.requests / busiest : 0, BLUE)),
-    el("td", { class: "num" + (x.errors > 0 ? " bad" : "") }, num(x.errors)),
-    el("td", { class: "num" }, num(x.inputTokens)), el("td", { class: "num" }, num(x.outputTokens)),
-    el("td", { class: "num" }, cost(x))
-  ])));
-  if (!sessions.length) rows.appendChild(el("tr", {}, el("td", { colspan: 7, class: "empty" }, "No requests with a client session in this range (Claude Code and Codex send theirs).")));
+  rankTable("users-table", "data-user", r.topUsers.map((u) => [u.user, u] as const), false,
+    "No requests with a user in this range (users come from x-gateway-user or the request's user field).");
+  rankTable("sessions-table", "data-session", r.topSessions.map((x) => [x.session, x] as const), true,
+    "No requests with a client session in this range (Claude Code and Codex send theirs).");
 };
 const refreshUsage = async () => {
   const q = new URLSearchParams({ from: $input("from").value, to: $input("to").value });
