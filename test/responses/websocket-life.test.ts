@@ -150,5 +150,45 @@ describe("Responses WebSocket lifecycle", () => {
     // one upstream call: the refused message started none
     expect(upstream.requests).toHaveLength(1)
   })
+
+  it("each message within the app's limits: one over maxBodyBytes and one past requestsPerMinute are error events (413, 429 with Retry-After); the socket stays open", async () => {
+    const LIMITED = "sk-ws-limited-app-key"
+    const limited = await startGateway(
+      gatewayDocument(upstream.url, {
+        keys: [{ key: LIMITED, app: "limited" }],
+        apps: { limited: { limits: { requestsPerMinute: 1 } } },
+        limits: { apps: { limited: { maxBodyBytes: 2048 } } }
+      })
+    )
+    try {
+      upstream.onRequest(() => chatSse({ content: "within the limits" }))
+      const client = await new Promise<Opened>((resolve, reject) => {
+        const ws = new WebSocket(`${limited.url.replace("http", "ws")}/v1/responses`, { headers: { authorization: `Bearer ${LIMITED}` } })
+        const received: Array<Json> = []
+        const closed = new Promise<number>((done) => ws.on("close", (code) => done(code)))
+        ws.on("message", (data) => received.push(asRecord(JSON.parse(String(data)))))
+        ws.on("error", reject)
+        ws.on("open", () => resolve({ ws, received, closed }))
+      })
+      client.ws.send(JSON.stringify({ ...create, input: "x".repeat(4096) }))
+      await until("the size refusal", () => client.received.length >= 1)
+      expect(client.received[0]).toMatchObject({ type: "error", status: 413 })
+      expect(asRecord(client.received[0].error).code).toBe("payload_too_large")
+      client.ws.send(JSON.stringify(create))
+      await until("the first response", () => client.received.some((m) => m.type === "response.completed"))
+      client.ws.send(JSON.stringify(create))
+      await until("the rate refusal", () => client.received.filter((m) => m.type === "error").length >= 2)
+      const refusal = client.received.filter((m) => m.type === "error")[1]
+      expect(refusal.status).toBe(429)
+      expect(Number(asRecord(refusal.headers)["retry-after"])).toBeGreaterThan(0)
+      // one model call: the refused messages reached no upstream
+      expect(upstream.requests).toHaveLength(1)
+      expect(client.ws.readyState).toBe(WebSocket.OPEN)
+      client.ws.close()
+      await client.closed
+    } finally {
+      await limited.close()
+    }
+  })
 })
 
