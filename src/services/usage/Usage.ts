@@ -325,7 +325,7 @@ export class UsageLog extends Context.Tag("gateway/Usage")<
           topUsers: [],
           topSessions: [],
           ...(filter.session !== undefined ? { agents: [] } : {}),
-          ...(filter.user === undefined ? { hostTools: [] } : {})
+          ...(filter.user === undefined && filter.session === undefined ? { hostTools: [] } : {})
         })
     })
   )

@@ -76,7 +76,7 @@ export interface UsageReport {
   readonly topSessions: ReadonlyArray<Totals & { readonly session: string }>
   /** with a `session` filter: its calls per agent (`agent` null: the session's main agent), in the order each first occurs */
   readonly agents?: ReadonlyArray<Totals & { readonly agent: string | null; readonly parentAgent: string | null }>
-  /** host tool calls over the range per app, server, tool and outcome; absent with a `user` filter (they are not counted per user) */
+  /** host tool calls over the range per app, server, tool and outcome; absent with a `user` or `session` filter (they are counted per app only) */
   readonly hostTools?: ReadonlyArray<HostToolUsage>
 }
 
@@ -324,7 +324,8 @@ export const makeReport = Effect.gen(function* () {
         const userRows = yield* users(filter)
         const sessionRows = yield* sessions(filter)
         const agentRows = filter.session !== undefined ? yield* agents(filter) : undefined
-        const hostRows = filter.user === undefined ? yield* hostTools({ from: filter.from, to: filter.to, ...(filter.app !== undefined ? { app: filter.app } : {}) }) : undefined
+        // host tool calls are counted per app: a report of one user or one session leaves them out
+        const hostRows = filter.user === undefined && filter.session === undefined ? yield* hostTools({ from: filter.from, to: filter.to, ...(filter.app !== undefined ? { app: filter.app } : {}) }) : undefined
 
         const modelsOf = groupBy(models, (m) => m.day)
         const appsOf = groupBy(apps, (a) => a.day)

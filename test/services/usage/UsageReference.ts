@@ -94,8 +94,8 @@ export const referenceReport = (records: ReadonlyArray<UsageRecord>, filter: Usa
       .slice(0, 20)
       .map(([session, t]) => ({ session, ...shown(t) })),
     ...(filter.session !== undefined ? { agents: [...agents.values()].map((a) => ({ agent: a.agent, parentAgent: a.parentAgent, ...shown(a.totals) })) } : {}),
-    // no host tool calls among these records; a report by user has none
-    ...(filter.user === undefined ? { hostTools: [] } : {})
+    // no host tool calls among these records; a report by user or session has none
+    ...(filter.user === undefined && filter.session === undefined ? { hostTools: [] } : {})
   }
 }
 
