@@ -1,7 +1,8 @@
 /**
  * count_tokens on a model of a native Messages upstream asks that upstream's own count (issue 26),
  * for the request as the gateway would send it (its model name, the app policy, the tools, the
- * credentials and beta flags of a real call; no max_tokens or stream), on the Messages route and on
+ * credentials and beta flags of a real call), with only the fields the count endpoint takes (no
+ * max_tokens or stream, no variant param such as service_tier), on the Messages route and on
  * Gemini's `:countTokens`. When the upstream cannot count (an error status, an answer that is not
  * a count) the gateway's estimate answers, as it always does for other provider types.
  */
@@ -20,8 +21,13 @@ let gateway: TestGateway
 /** what the fake's count endpoint answers next */
 let counting: "count" | "500" | "404" | "garbage" = "count"
 
+/** the body fields the real count endpoint takes; it refuses any other (400 invalid_request_error) */
+const COUNT_FIELDS = ["model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "context_management", "mcp_servers"]
+
 const countReply = (req: RecordedRequest) => {
   if (req.path !== "/v1/messages/count_tokens") return messageJson({ blocks: [{ type: "text", text: "not a count" }] })
+  const extra = Object.keys(req.body as Record<string, unknown>).find((key) => !COUNT_FIELDS.includes(key))
+  if (extra !== undefined) return { kind: "json" as const, status: 400, body: { type: "error", error: { type: "invalid_request_error", message: `${extra}: Extra inputs are not permitted` } } }
   switch (counting) {
     case "count":
       return { kind: "json" as const, status: 200, body: { input_tokens: UPSTREAM_COUNT } }
@@ -41,7 +47,13 @@ beforeAll(async () => {
   gateway = await startGateway({
     keys: [{ key: KEY, app: "counting" }],
     providers: {
-      ant: { type: "anthropic", baseUrl: native.url, apiKey: "upstream-count-key" },
+      ant: {
+        type: "anthropic",
+        baseUrl: native.url,
+        apiKey: "upstream-count-key",
+        // a variant whose params a real call sends but the count endpoint refuses (service_tier, metadata), and one it takes (output_config)
+        models: { "claude-tiered": { variants: { high: { params: { service_tier: "auto", metadata: { user_id: "ops" }, output_config: { effort: "high" } } } } } }
+      },
       oai: { type: "openai", baseUrl: chat.url, apiKey: "upstream-chat-key" }
     },
     aliases: { "claude-*": "ant/claude-*", "gpt-*": "oai/gpt-*" },
@@ -110,6 +122,17 @@ describe("count_tokens on an anthropic upstream", () => {
     expect(sent.headers["x-api-key"]).toBe("upstream-count-key")
     expect(sent.headers["anthropic-version"]).toBe("2023-06-01")
     expect(sent.headers["anthropic-beta"]).toBe("claude-code-20250219")
+  })
+
+  it("sends a variant's params only where the count endpoint takes them: output_config goes, service_tier and metadata do not", async () => {
+    expect(await countMessages("ant/claude-tiered#high")).toBe(UPSTREAM_COUNT)
+    expect(native.requests).toHaveLength(1)
+    const body = native.requests[0].body as Record<string, unknown>
+    expect(body.model).toBe("claude-tiered")
+    expect(body.output_config).toEqual({ effort: "high" })
+    expect(body).not.toHaveProperty("service_tier")
+    expect(body).not.toHaveProperty("metadata")
+    expect(Object.keys(body).every((key) => COUNT_FIELDS.includes(key))).toBe(true)
   })
 
   it("Gemini's countTokens on a model an anthropic upstream serves asks it too", async () => {

@@ -41,6 +41,12 @@ const wireErrorOf = (provider: string, type: string, status?: number): UpstreamE
 }
 
 /**
+ * The body fields `POST /v1/messages/count_tokens` takes (Anthropic's API reference): the input a
+ * call sends and the settings that change how it is counted. Any other field is refused there.
+ */
+const countFields: ReadonlySet<string> = new Set(["model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "context_management", "mcp_servers"])
+
+/**
  * The `anthropic` provider type: a native Messages API upstream. `stream` makes an SSE call (tool
  * calls assembled and emitted whole, thinking signatures carried on a final empty ReasoningDelta);
  * `complete` makes one non-streamed call whose `message` is turned into the same events.
@@ -135,12 +141,14 @@ export const makeAnthropicProvider = (name: string, config: ProviderConfig) =>
       })
     }
 
-    /** `POST {baseUrl}/v1/messages/count_tokens` for the body a call would send, without the fields that endpoint refuses. */
+    /**
+     * `POST {baseUrl}/v1/messages/count_tokens` for the body a call would send, with only the fields
+     * that endpoint takes: a variant's other params (`service_tier`, `metadata`, ...) would make it
+     * refuse the count, and `max_tokens`, `stream` and sampling are not part of the input.
+     */
     const countTokens = (call: ProviderCall): Effect.Effect<number, UpstreamError> => {
-      const { max_tokens: _max, stream: _stream, temperature: _t, top_p: _p, top_k: _k, stop_sequences: _s, ...body } = buildMessagesRequest(
-        call.target,
-        unforcedToolChoice(call.target, call.request)
-      )
+      const full = buildMessagesRequest(call.target, unforcedToolChoice(call.target, call.request))
+      const body = Object.fromEntries(Object.entries(full).filter(([key]) => countFields.has(key)))
       const request = { url: `${url}/count_tokens`, headers: headersOf(call), body: JSON.stringify(body), deadline: call.deadline }
       return Effect.flatMap(wholeText(name, upstream.postWhole(request), statusFailure), (text) => {
         const answer = parseJson(text)
