@@ -125,6 +125,9 @@ describe("Messages beta flags", () => {
     await post(gateway.port, "picky/claude-x", [["anthropic-beta", claudeCode.join(",")]])
     // context-1m denied as a family, claude-code by its dated name; a dated entry holds back only that date
     expect(sentBeta()).toBe(claudeCode.filter((f) => f !== "context-1m-2025-08-07" && f !== "claude-code-20250219").join(","))
+    // a dated entry is that flag alone, never a family: a longer name that starts with it is forwarded
+    await post(gateway.port, "picky/claude-x", [["anthropic-beta", "claude-code-20250219,claude-code-20250219-preview,context-1m-2026-01-01"]])
+    expect(sentBeta()).toBe("claude-code-20250219-preview")
     await post(gateway.port, "open/claude-x", [["anthropic-beta", claudeCode.join(",")]])
     expect(sentBeta()).toBe(claudeCode.join(","))
   })

@@ -9,8 +9,14 @@
  */
 export const defaultDeniedBetas: ReadonlyArray<string> = ["oauth", "files-api", "mcp-client", "skills", "code-execution", "web-fetch", "computer-use"]
 
-/** Whether a deny entry names the flag: the flag itself, or its family (the entry then a `-`). */
-const denies = (entry: string, flag: string): boolean => flag === entry || (flag.startsWith(entry) && flag.charAt(entry.length) === "-")
+/** A flag name ending in its date (`oauth-2025-04-20`, `claude-code-20250219`). */
+const dated = (entry: string): boolean => /\d{4}-?\d{2}-?\d{2}$/.test(entry)
+
+/**
+ * Whether a deny entry names the flag: an entry with its date only that flag, one without also
+ * its family (the entry then a `-`: `oauth` names `oauth-2025-04-20`).
+ */
+const denies = (entry: string, flag: string): boolean => flag === entry || (!dated(entry) && flag.startsWith(entry) && flag.charAt(entry.length) === "-")
 
 /** A comma-separated flag list as its flags, trimmed, empty entries left out. */
 export const splitBetas = (value: string | undefined): Array<string> =>
