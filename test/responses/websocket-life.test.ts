@@ -51,9 +51,9 @@ interface Opened {
   readonly closed: Promise<number>
 }
 
-const open = (target: TestGateway): Promise<Opened> =>
+const open = (target: TestGateway, key: string = KEYS.alpha): Promise<Opened> =>
   new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${target.url.replace("http", "ws")}/v1/responses`, { headers: { authorization: `Bearer ${KEYS.alpha}` } })
+    const ws = new WebSocket(`${target.url.replace("http", "ws")}/v1/responses`, { headers: { authorization: `Bearer ${key}` } })
     const received: Array<Json> = []
     const closed = new Promise<number>((done) => ws.on("close", (code) => done(code)))
     ws.on("message", (data) => received.push(asRecord(JSON.parse(String(data)))))
@@ -162,14 +162,7 @@ describe("Responses WebSocket lifecycle", () => {
     )
     try {
       upstream.onRequest(() => chatSse({ content: "within the limits" }))
-      const client = await new Promise<Opened>((resolve, reject) => {
-        const ws = new WebSocket(`${limited.url.replace("http", "ws")}/v1/responses`, { headers: { authorization: `Bearer ${LIMITED}` } })
-        const received: Array<Json> = []
-        const closed = new Promise<number>((done) => ws.on("close", (code) => done(code)))
-        ws.on("message", (data) => received.push(asRecord(JSON.parse(String(data)))))
-        ws.on("error", reject)
-        ws.on("open", () => resolve({ ws, received, closed }))
-      })
+      const client = await open(limited, LIMITED)
       client.ws.send(JSON.stringify({ ...create, input: "x".repeat(4096) }))
       await until("the size refusal", () => client.received.length >= 1)
       expect(client.received[0]).toMatchObject({ type: "error", status: 413 })

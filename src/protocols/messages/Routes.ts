@@ -67,8 +67,9 @@ export const messagesRoutes = Effect.gen(function* () {
       const metadataUser = typeof wire.metadata === "object" && wire.metadata !== null && "user_id" in wire.metadata ? wire.metadata.user_id : undefined
       // Claude Code sends metadata.user_id as JSON ({device_id, account_uuid, session_id}): the user and session are read from it
       const attribution = attributionOf(ctx.headers, metadataUser)
-      const conversationId = attribution.session ?? (typeof metadataUser === "string" && metadataUser !== "" ? metadataUser : undefined)
-      const conversation = conversationId !== undefined ? { conversation: conversationId } : {}
+      // the conversation's name for affinity: the client's session when there is one (the runner puts it
+      // first, on every protocol), else the plain metadata.user_id
+      const conversation = typeof metadataUser === "string" && metadataUser !== "" ? { conversation: metadataUser } : {}
       const request = withRespondTool(betas.length === 0 ? { ...decoded.request, ...conversation } : { ...decoded.request, ...conversation, betas })
       // with host tools: added before the caching rules run, which then count them as tools that reach the model
       const refinish = {
